@@ -1,0 +1,168 @@
+#include "io/yaml_fields.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+
+namespace unipool::io {
+
+SourceLoc LocOf(const YAML::Node& node) {
+  const YAML::Mark m = node.Mark();
+  if (m.line < 0) return {};
+  return {m.line + 1, m.column + 1};
+}
+
+static std::string Describe(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Map: return "a mapping";
+    case YAML::NodeType::Sequence: return "a list";
+    case YAML::NodeType::Null: return "nothing";
+    case YAML::NodeType::Scalar: {
+      std::string s = node.Scalar();
+      if (s.size() > 40) s = s.substr(0, 37) + "...";
+      return "'" + s + "'";
+    }
+    default: return "nothing";
+  }
+}
+
+Status Expected(const YAML::Node& node, const std::string& path, const std::string& what) {
+  return InvalidArgument(path + ": expected " + what + ", got " + Describe(node), LocOf(node));
+}
+
+// Levenshtein distance, for "did you mean" hints.
+static size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1])});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+Result<Fields> Fields::Of(const YAML::Node& node, std::string path,
+                          std::initializer_list<const char*> allowed) {
+  if (!node.IsMap()) return Expected(node, path, "a mapping");
+  for (const auto& kv : node) {
+    if (!kv.first.IsScalar()) return Expected(kv.first, path, "a field name");
+    const std::string key = kv.first.Scalar();
+    if (std::find_if(allowed.begin(), allowed.end(),
+                     [&](const char* a) { return key == a; }) != allowed.end()) {
+      continue;
+    }
+    std::string hint;
+    for (const char* a : allowed) {
+      if (EditDistance(key, a) <= 2) hint = " (did you mean '" + std::string(a) + "'?)";
+    }
+    if (hint.empty()) {
+      hint = " (known:";
+      for (const char* a : allowed) hint += std::string(" ") + a;
+      hint += ")";
+    }
+    return InvalidArgument(path + ": unknown field '" + key + "'" + hint, LocOf(kv.first));
+  }
+  return Fields(node, std::move(path));
+}
+
+Status Fields::Missing(const char* key) const {
+  return InvalidArgument(PathOf(key) + ": required field is missing", LocOf(node_));
+}
+
+bool ParseInt64(const std::string& s, int64_t* out) {
+  const char* end = s.data() + s.size();
+  auto [p, ec] = std::from_chars(s.data(), end, *out);
+  return ec == std::errc() && p == end && !s.empty();
+}
+
+bool ParseDouble(const std::string& s, double* out) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  *out = std::strtod(s.c_str(), &end);
+  return end == s.c_str() + s.size() && std::isfinite(*out);
+}
+
+Status Fields::String(const char* key, std::string* out, bool required) const {
+  const YAML::Node n = node_[key];
+  if (!n.IsDefined()) return required ? Missing(key) : Status::Ok();
+  if (!n.IsScalar() || n.Scalar().empty()) return Expected(n, PathOf(key), "a non-empty string");
+  *out = n.Scalar();
+  return Status::Ok();
+}
+
+Status Fields::Int(const char* key, int64_t* out, int64_t min, int64_t max, bool required) const {
+  const YAML::Node n = node_[key];
+  if (!n.IsDefined()) return required ? Missing(key) : Status::Ok();
+  int64_t v = 0;
+  const std::string range = "a whole number from " + std::to_string(min) + " to " +
+                            std::to_string(max);
+  if (!n.IsScalar() || !ParseInt64(n.Scalar(), &v) || v < min || v > max) {
+    return Expected(n, PathOf(key), range);
+  }
+  *out = v;
+  return Status::Ok();
+}
+
+Status Fields::Int32(const char* key, int32_t* out, int32_t min, int32_t max,
+                     bool required) const {
+  int64_t v = *out;
+  UNIPOOL_RETURN_IF_ERROR(Int(key, &v, min, max, required));
+  *out = static_cast<int32_t>(v);
+  return Status::Ok();
+}
+
+Status Fields::Double(const char* key, double* out, double min, double max, bool required) const {
+  const YAML::Node n = node_[key];
+  if (!n.IsDefined()) return required ? Missing(key) : Status::Ok();
+  double v = 0;
+  if (!n.IsScalar() || !ParseDouble(n.Scalar(), &v) || v < min || v > max) {
+    char range[96];
+    std::snprintf(range, sizeof range, "a number from %g to %g", min, max);
+    return Expected(n, PathOf(key), range);
+  }
+  *out = v;
+  return Status::Ok();
+}
+
+Status Fields::Bool(const char* key, bool* out) const {
+  const YAML::Node n = node_[key];
+  if (!n.IsDefined()) return Status::Ok();
+  if (n.IsScalar() && (n.Scalar() == "true" || n.Scalar() == "false")) {
+    *out = n.Scalar() == "true";
+    return Status::Ok();
+  }
+  return Expected(n, PathOf(key), "true or false");
+}
+
+Status Fields::StringMap(const char* key,
+                         std::vector<std::pair<std::string, std::string>>* out) const {
+  const YAML::Node n = node_[key];
+  if (!n.IsDefined()) return Status::Ok();
+  if (!n.IsMap()) return Expected(n, PathOf(key), "a mapping of names to values");
+  out->clear();
+  for (const auto& kv : n) {
+    if (!kv.first.IsScalar() || !kv.second.IsScalar()) {
+      return Expected(kv.second, PathOf(key), "a mapping of names to plain values");
+    }
+    out->emplace_back(kv.first.Scalar(), kv.second.Scalar());
+  }
+  std::sort(out->begin(), out->end());
+  return Status::Ok();
+}
+
+Status Fields::Sequence(const char* key, std::vector<YAML::Node>* out, bool required) const {
+  const YAML::Node n = node_[key];
+  if (!n.IsDefined()) return required ? Missing(key) : Status::Ok();
+  if (!n.IsSequence() || n.size() == 0) return Expected(n, PathOf(key), "a non-empty list");
+  out->clear();
+  for (const auto& item : n) out->push_back(item);
+  return Status::Ok();
+}
+
+}  // namespace unipool::io
