@@ -147,8 +147,9 @@ Status Fields::StringMap(const char* key,
   if (!n.IsMap()) return Expected(n, PathOf(key), "a mapping of names to values");
   out->clear();
   for (const auto& kv : n) {
-    if (!kv.first.IsScalar() || !kv.second.IsScalar()) {
-      return Expected(kv.second, PathOf(key), "a mapping of names to plain values");
+    if (!kv.first.IsScalar()) return Expected(kv.first, PathOf(key), "a name");
+    if (!kv.second.IsScalar()) {
+      return Expected(kv.second, PathOf(key) + "." + kv.first.Scalar(), "a plain value");
     }
     out->emplace_back(kv.first.Scalar(), kv.second.Scalar());
   }

@@ -232,9 +232,13 @@ class TopologyBuilder {
       for (int64_t i = 0; i < groups; ++i) names.push_back(Padded(spec_.tiers[t].name + "-", i, width));
       for (int64_t n = 0; n < nodes; ++n) group_of_[t][n] = static_cast<int32_t>(n / per_group[t]);
       if (t + 1 < tiers()) {
+        // The top tier has one group; below it, `up` groups share a parent.
+        const bool below_top = t + 2 == tiers();
         const int64_t up = per_group[t + 1] / per_group[t];
         parents_[t].resize(groups);
-        for (int64_t i = 0; i < groups; ++i) parents_[t][i] = static_cast<int32_t>(i / up);
+        for (int64_t i = 0; i < groups; ++i) {
+          parents_[t][i] = below_top ? 0 : static_cast<int32_t>(i / up);
+        }
       } else {
         parents_[t].assign(groups, -1);
       }

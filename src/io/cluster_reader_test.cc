@@ -1,0 +1,101 @@
+#include "io/cluster_reader.h"
+
+#include <gtest/gtest.h>
+
+#include "io/summary_writer.h"
+
+namespace unipool::io {
+namespace {
+
+constexpr const char* kGenerated = R"(apiVersion: unipool/v1
+kind: Cluster
+metadata: {name: small}
+spec:
+  tiers:
+    - {name: nvlink, bandwidthGbps: 3600, latencyUs: 1.5}
+    - {name: rack, bandwidthGbps: 400, fanout: 2}
+    - {name: top, bandwidthGbps: 400, oversubscription: "3:2"}
+  generator:
+    kind: railOptimized
+    gpus: 64
+    gpuModel: h100-sxm
+    labels: {zone: z1, arch: hopper}
+)";
+
+TEST(ClusterReaderTest, ReadsGeneratorForm) {
+  Result<ClusterSpec> spec = ParseClusterSpec(kGenerated);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->name, "small");
+  ASSERT_EQ(spec->tiers.size(), 3u);
+  EXPECT_EQ(spec->tiers[0].latency, Nanoseconds(1500));
+  EXPECT_EQ(spec->tiers[1].fanout, 2);
+  EXPECT_EQ(spec->tiers[2].oversubscription_milli, 1500);
+  ASSERT_TRUE(spec->generator.has_value());
+  EXPECT_EQ(spec->generator->kind, GeneratorKind::kRailOptimized);
+  EXPECT_EQ(spec->generator->gpus, 64);
+  // Labels come back sorted by key.
+  ASSERT_EQ(spec->generator->labels.size(), 2u);
+  EXPECT_EQ(spec->generator->labels[0].first, "arch");
+  Result<Topology> t = Topology::Build(*spec);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->node_model(NodeId(0)).name, "H100-SXM");  // case-insensitive lookup
+  EXPECT_EQ(t->node_labels(NodeId(7)).size(), 2u);
+}
+
+TEST(ClusterReaderTest, ReadsExplicitFormWithCustomModel) {
+  Result<ClusterSpec> spec = ParseClusterSpec(R"(apiVersion: unipool/v1
+kind: Cluster
+metadata: {name: lab}
+spec:
+  gpuModels:
+    - {name: X1, bf16Tflops: 500, hbmGB: 96, hbmGBps: 4000, watts: 600}
+  tiers:
+    - {name: nvlink, bandwidthGbps: 900}
+    - {name: rack, bandwidthGbps: 100}
+    - {name: room, bandwidthGbps: 100}
+  nodes:
+    - {name: a, gpus: 4, gpuModel: X1, switches: {rack: r1}, state: cordoned}
+    - {name: b, gpus: 4, gpuModel: X1, switches: {rack: r2}, partition: batch}
+)");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  ASSERT_EQ(spec->nodes.size(), 2u);
+  EXPECT_EQ(spec->nodes[0].groups[1], "r1");
+  EXPECT_EQ(spec->nodes[0].state, NodeState::kCordoned);
+  Result<Topology> t = Topology::Build(*spec);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->node_model(NodeId(1)).peak_bf16, FlopRate(500000));
+  EXPECT_EQ(t->partitions().size(), 2u);
+  EXPECT_EQ(t->LowestCommonTier(NodeId(0), NodeId(1)), 2);
+}
+
+TEST(ClusterReaderTest, ErrorsNameLineColumnAndField) {
+  Result<ClusterSpec> spec = ParseClusterSpec(R"(apiVersion: unipool/v1
+kind: Cluster
+metadata: {name: x}
+spec:
+  tiers:
+    - {name: nvlink, bandwidthGbps: 3600, fanout: many}
+  generator: {gpus: 8, gpuModel: H100-SXM}
+)");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().ToString(),
+            "6:51: spec.tiers[0].fanout: expected a whole number from 1 to 16777216, got 'many'");
+}
+
+TEST(ClusterReaderTest, WithFileFormatsBothKinds) {
+  EXPECT_EQ(WithFile("c.yaml", InvalidArgument("bad", {3, 4})), "c.yaml:3:4: bad");
+  EXPECT_EQ(WithFile("c.yaml", InvalidArgument("bad")), "c.yaml: bad");
+}
+
+TEST(SummaryWriterTest, HumanUnits) {
+  EXPECT_EQ(Thousands(1048576), "1,048,576");
+  EXPECT_EQ(Thousands(-1000), "-1,000");
+  EXPECT_EQ(Thousands(12), "12");
+  EXPECT_EQ(HumanBandwidth(Gbps(400)), "400 Gb/s");
+  EXPECT_EQ(HumanBandwidth(Gbps(3200)), "3.20 Tb/s");
+  EXPECT_EQ(HumanPower(Watts(11468800)), "11.47 MW");
+  EXPECT_EQ(HumanFlops(FlopRate(989400)), "989.4 TFLOP/s");
+}
+
+}  // namespace
+}  // namespace unipool::io
