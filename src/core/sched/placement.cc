@@ -1,0 +1,60 @@
+#include "core/sched/placement.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace unipool::sched {
+
+Gpus Placement::gpus() const {
+  int64_t n = 0;
+  for (const Task& t : tasks) n += CountGpus(t.gpus);
+  return Gpus(n);
+}
+
+void ScorePlacement(const Topology& topo, Placement& p) {
+  PlacementScore& s = p.score;
+  s = PlacementScore{};
+  s.groups_used.assign(topo.num_tiers(), 0);
+  if (p.tasks.empty()) return;
+  const int64_t n = p.gpus().value();
+  // Hops of the ring in rank order, closing back to the first task.
+  int worst_hop = -1;  // tier of the slowest hop; -1 = inside one node
+  for (size_t i = 0; i < p.tasks.size(); ++i) {
+    const NodeId a = p.tasks[i].node;
+    const NodeId b = p.tasks[(i + 1) % p.tasks.size()].node;
+    worst_hop = std::max(worst_hop, topo.LowestCommonTier(a, b));
+    for (int t = 0; t < topo.num_tiers(); ++t) {
+      if (i == 0 || topo.group_of(p.tasks[i - 1].node, t) != topo.group_of(a, t)) {
+        s.groups_used[t]++;
+      }
+    }
+  }
+  s.span_tier = worst_hop;
+  if (n <= 1) return;
+  const Tier& tier = topo.tier(std::max(worst_hop, 0));
+  const Bandwidth bw = worst_hop <= 0 ? tier.bandwidth_per_gpu : tier.effective_per_gpu;
+  const double bytes = static_cast<double>(GiB(1).value());
+  const double seconds = 2.0 * (n - 1) / n * bytes * 8 / static_cast<double>(bw.value());
+  s.allreduce_1gib = Nanoseconds(static_cast<int64_t>(seconds * 1e9)) + tier.latency * (2 * (n - 1));
+}
+
+std::string DescribePlacement(const Topology& topo, const Placement& p) {
+  const PlacementScore& s = p.score;
+  std::string out = std::to_string(p.tasks.size()) + (p.tasks.size() == 1 ? " node" : " nodes");
+  if (s.span_tier < 0) {
+    out += " (" + topo.node_name(p.tasks[0].node) + ")";
+  } else {
+    const GroupId g = topo.group_of(p.tasks[0].node, s.span_tier);
+    out += " within " + topo.tier(s.span_tier).name + " " + topo.group_name(s.span_tier, g);
+    for (int t = 0; t < s.span_tier; ++t) {
+      out += ", " + std::to_string(s.groups_used[t]) + " " + topo.tier(t).name +
+             (s.groups_used[t] == 1 ? "" : "s");
+    }
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "; ring all-reduce of 1 GiB ~ %.1f ms",
+                ToSeconds(s.allreduce_1gib) * 1e3);
+  return out + buf;
+}
+
+}  // namespace unipool::sched

@@ -1,0 +1,98 @@
+// Pool: the free-capacity index the placer searches. It covers a set of
+// member nodes (a partition, or the whole cluster) and answers, per group of
+// every tier, how many GPUs are free, how many member nodes are wholly free,
+// how many nodes have exactly k GPUs free, and -- aggregated up the tree --
+// the best any descendant group at a lower level can offer. That lets the
+// placer find the lowest tier that can hold a gang in O(tiers) and descend to
+// it in O(tiers x fan-out), independent of cluster size.
+//
+// Levels: level 0 is a single node; level t+1 is tier t. A group of tier t
+// has aggregates for levels 0..t+1 (its own value at t+1).
+//
+// Nodes outside the pool, and member nodes that are not usable (down,
+// cordoned, ...), show no free GPUs. GPUs released on an unusable node stay
+// hidden until it becomes usable again.
+//
+// Mutations mark groups dirty; call Flush() before reading aggregates
+// (MaxFree/MaxWhole). Counts (Free, Whole, Hist, TasksIn) are always current.
+// Holds a non-owning reference to the Topology, which must outlive it.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/topology/free_index.h"
+#include "core/topology/topology.h"
+
+namespace unipool::sched {
+
+class Pool {
+ public:
+  // `member[n]` says whether node n belongs to the pool; empty = all nodes.
+  Pool(const Topology& topo, const std::vector<bool>& member = {});
+
+  const Topology& topology() const { return *topo_; }
+  int levels() const { return topo_->num_tiers() + 1; }
+  int top_level() const { return topo_->num_tiers(); }
+  // Largest GPU count of any node in the cluster.
+  int32_t max_node_gpus() const { return k_; }
+  // True when every node has max_node_gpus() GPUs.
+  bool uniform_nodes() const { return uniform_; }
+
+  bool member(NodeId n) const { return member_[n.value()]; }
+  bool usable(NodeId n) const { return usable_[n.value()]; }
+  // Free GPUs that may be allocated (0 on unusable or non-member nodes).
+  GpuMask free_mask(NodeId n) const { return free_.free_mask(n); }
+  int32_t free(NodeId n) const { return CountGpus(free_.free_mask(n)); }
+  bool whole(NodeId n) const;
+
+  // Counts for a group of tier t (level t+1).
+  int64_t Free(int tier, GroupId g) const { return free_.free(tier, g).value(); }
+  int64_t Whole(int tier, GroupId g) const { return whole_[tier][g.value()]; }
+  int32_t Hist(int tier, GroupId g, int k) const { return hist_[tier][g.value() * (k_ + 1) + k]; }
+  // Tasks of `task_gpus` GPUs (at most one node each) the group can host now.
+  int64_t TasksIn(int tier, GroupId g, int32_t task_gpus) const;
+  int64_t TasksOn(NodeId n, int32_t task_gpus) const { return free(n) / task_gpus; }
+
+  // Aggregates: the most free GPUs / wholly free nodes of any single group at
+  // `level` (<= tier+1) inside group g of `tier`. REQUIRES: flushed.
+  int64_t MaxFree(int tier, GroupId g, int level) const;
+  int64_t MaxWhole(int tier, GroupId g, int level) const;
+
+  // Allocates `mask` on node n. REQUIRES: usable, mask within free_mask(n).
+  void Take(NodeId n, GpuMask mask);
+  // Returns `mask` on node n (hidden if the node is unusable).
+  // REQUIRES: member, mask taken.
+  void Release(NodeId n, GpuMask mask);
+  // Makes a member node usable or not; its free GPUs appear or hide.
+  void SetUsable(NodeId n, bool usable);
+
+  // Recomputes the aggregates of every group touched since the last Flush.
+  void Flush();
+  bool flushed() const { return dirty_count_ == 0; }
+
+ private:
+  void Count(NodeId n, int sign);  // add/remove node n from hist and whole
+  void MarkDirty(NodeId n);
+  void Recompute(int tier, int32_t g);
+  int64_t& Agg(std::vector<std::vector<int64_t>>& a, int tier, int32_t g, int level) {
+    return a[tier][static_cast<size_t>(g) * (tier + 2) + level];
+  }
+
+  const Topology* topo_;
+  int32_t k_ = 0;
+  bool uniform_ = true;
+  FreeIndex free_;
+  std::vector<bool> member_;
+  std::vector<bool> usable_;
+  std::vector<GpuMask> hidden_;                   // free but unusable
+  std::vector<std::vector<int64_t>> whole_;       // [tier][group]
+  std::vector<std::vector<int32_t>> hist_;        // [tier][group*(k+1)+k]
+  std::vector<std::vector<int64_t>> max_free_;    // [tier][group*(tier+2)+level]
+  std::vector<std::vector<int64_t>> max_whole_;
+  std::vector<std::vector<int32_t>> dirty_;       // [tier] groups to recompute
+  std::vector<std::vector<bool>> is_dirty_;
+  int64_t dirty_count_ = 0;
+};
+
+}  // namespace unipool::sched
