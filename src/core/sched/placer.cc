@@ -48,8 +48,14 @@ class Search {
 
   // Goes from the root down to a level-`level` ref that holds the gang,
   // best-fit at each step; nullopt when the bounds were too hopeful.
+  // Where the search starts: the root, or the `within` group.
+  Ref Start() const {
+    if (!req_.within) return Ref{pool_.top_level(), 0};
+    return Ref{req_.within->first + 1, req_.within->second.value()};
+  }
+
   std::optional<Ref> Descend(int level) const {
-    Ref cur{pool_.top_level(), 0};
+    Ref cur = Start();
     while (cur.level > level) {
       std::optional<Ref> best;
       int64_t best_key = 0;
@@ -156,16 +162,25 @@ int64_t LargestBlock(const Pool& pool, int level, int32_t task_gpus) {
   return pool.MaxFree(top, GroupId(0), level) / task_gpus * task_gpus;
 }
 
+int TopologyPlacer::LowestLevel(const Pool& pool, const PlaceRequest& req) const {
+  Search s(pool, req);
+  const Ref start = s.Start();
+  if (req.task_gpus > pool.max_node_gpus() || s.Tasks(start) < req.tasks) return -1;
+  for (int level = 0; level <= start.level; ++level) {
+    if (s.Bound(start, level) >= req.tasks) return level;
+  }
+  return -1;
+}
+
 PlaceOutcome TopologyPlacer::Place(const Pool& pool, const PlaceRequest& req) const {
   assert(pool.flushed() && req.tasks >= 1 && req.task_gpus >= 1);
   Search s(pool, req);
-  const Ref root{pool.top_level(), 0};
-  NoRoom none{s.Tasks(root), -1};
+  const Ref start = s.Start();
+  NoRoom none{s.Tasks(start), -1};
   if (req.task_gpus > pool.max_node_gpus() || none.free_tasks < req.tasks) return none;
-  const int top = std::min(req.max_level, pool.top_level());
-  // A single task must sit on one node; more tasks may share one node.
-  for (int level = 0; level <= pool.top_level(); ++level) {
-    if (s.Bound(root, level) < req.tasks) continue;
+  const int top = std::min(req.max_level, start.level);
+  for (int level = 0; level <= start.level; ++level) {
+    if (s.Bound(start, level) < req.tasks) continue;
     if (none.level < 0) none.level = level;
     if (level > top) break;
     if (std::optional<Ref> at = s.Descend(level)) {

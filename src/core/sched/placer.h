@@ -22,6 +22,8 @@ struct PlaceRequest {
   int max_level = 1 << 20;
   // A group kept free for a reservation: nothing is placed in it.
   std::optional<std::pair<int, GroupId>> exclude;  // (tier, group)
+  // Place only inside this group (tier, group); default: the whole pool.
+  std::optional<std::pair<int, GroupId>> within;
 };
 
 struct Placed {
@@ -53,6 +55,9 @@ class Placer {
 class TopologyPlacer final : public Placer {
  public:
   PlaceOutcome Place(const Pool& pool, const PlaceRequest& req) const override;
+  // The lowest level at which one group might hold the gang (from the
+  // aggregates, without searching), or -1 when the pool lacks the GPUs.
+  int LowestLevel(const Pool& pool, const PlaceRequest& req) const;
 };
 
 // Baseline: takes nodes in id order, as many tasks per node as fit.

@@ -1,0 +1,111 @@
+// Jobs as the scheduler sees them: the request (JobSpec), why one waits
+// (PendingReason), and what the scheduler decides (Decision). Plain data.
+#pragma once
+
+#include <compare>
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "core/base/units.h"
+#include "core/sched/placement.h"
+#include "core/sched/queues.h"
+
+namespace unipool::sched {
+
+class JobId {
+ public:
+  constexpr JobId() = default;
+  constexpr explicit JobId(int64_t v) : v_(v) {}
+  constexpr int64_t value() const { return v_; }
+  constexpr auto operator<=>(const JobId&) const = default;
+
+ private:
+  int64_t v_ = -1;
+};
+
+// A gang request. All-or-nothing: gpus / task_gpus tasks of task_gpus GPUs,
+// each task on one node (a node may host several of the job's tasks).
+struct JobSpec {
+  JobId id;
+  std::string name;
+  QueueId queue;                 // a leaf queue
+  int32_t priority = 0;          // higher goes first within a queue
+  bool preemptible = true;
+  Gpus gpus;                     // requested; the maximum for elastic jobs
+  int32_t task_gpus = 0;         // GPUs per task; 0 = min(gpus, 8)
+  // Elastic: runs with any multiple of `step` from min_gpus to gpus.
+  Gpus min_gpus;                 // 0 = not elastic
+  Gpus step;                     // 0 = task_gpus
+  Duration runtime_estimate;     // 0 = unknown
+  Duration checkpoint_cost;      // time to write a checkpoint
+  Duration restart_cost;         // time from start to useful work
+  int required_tier = -1;        // the gang must fit in one group of it; -1 none
+  int32_t partition = -1;        // -1: the global level chooses
+  bool span_partitions = false;  // may use several partitions at once
+  int32_t preferred_partition = -1;  // data-locality hint
+};
+
+// Why a job is pending. Closed: every pending job has exactly one.
+namespace reason {
+struct New {};                   // not yet considered
+struct OverLimit { QueueId queue; Gpus used; Gpus limit; };
+struct NoBorrowing { QueueId queue; };  // non-preemptible jobs need guarantee
+struct NotEnoughGpus { Gpus need; Gpus free; };
+struct NoContiguousBlock { Gpus need; int tier; Gpus largest; };  // largest block at tier
+struct BehindFifoHead { JobId head; };
+struct WaitingForReservation { JobId holder; Time at; };
+struct HoldsReservation { Time at; int tier; GroupId group; };  // at < 0: unknown
+struct WaitingForPreemption { std::vector<JobId> victims; };
+struct Infeasible { std::string why; };  // can never run as asked
+}  // namespace reason
+
+using PendingReason =
+    std::variant<reason::New, reason::OverLimit, reason::NoBorrowing, reason::NotEnoughGpus,
+                 reason::NoContiguousBlock, reason::BehindFifoHead,
+                 reason::WaitingForReservation, reason::HoldsReservation,
+                 reason::WaitingForPreemption, reason::Infeasible>;
+
+// Decisions the scheduler hands to its driver (server or simulator).
+struct StartJob {
+  JobId job;
+  Placement placement;
+  int32_t partition = -1;  // -1: spans partitions
+};
+struct PreemptJob {
+  JobId job;
+  JobId for_job;
+  Time deadline;  // SIGTERM now; kill at the deadline if still running
+  int64_t lost_gpu_seconds = 0;  // work since the last checkpoint + restart
+};
+struct ResizeJob {
+  JobId job;
+  Placement placement;  // the whole new placement
+  Gpus from;
+};
+struct RequeueJob {
+  JobId job;
+  NodeId failed_node;
+  Time from_checkpoint;
+  int64_t lost_gpu_seconds = 0;
+};
+struct FailJob {
+  JobId job;
+  std::string why;  // infeasible, will never run
+};
+struct CordonNode {
+  NodeId node;
+  std::string why;
+};
+using Decision = std::variant<StartJob, PreemptJob, ResizeJob, RequeueJob, FailJob, CordonNode>;
+
+enum class JobPhase { kPending, kRunning, kPreempting, kDone };
+const char* JobPhaseName(JobPhase p);
+
+}  // namespace unipool::sched
+
+template <>
+struct std::hash<unipool::sched::JobId> {
+  size_t operator()(unipool::sched::JobId id) const { return std::hash<int64_t>()(id.value()); }
+};

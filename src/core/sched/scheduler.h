@@ -1,0 +1,218 @@
+// Scheduler: the one pure, deterministic scheduler that both the server and
+// the simulator drive. It is told what happened (events, each with an
+// explicit `now`) and, on Schedule(now), returns what to do (decisions).
+//
+// Three decisions are kept apart:
+//   order  (who goes next)  - hierarchical fair share between queues,
+//                             priority then submit time within a queue;
+//   place  (where)          - the global level picks a partition, the
+//                             partition's Pool and the TopologyPlacer pick GPUs;
+//   plan   (when)           - a reservation for the first job that cannot
+//                             start, from running jobs' runtime estimates;
+//                             later jobs backfill only around it.
+// When a job cannot fit, checkpoint-aware preemption may free GPUs for it.
+//
+// A cycle (Schedule) runs in named phases: ExpireDrains, Order, Place
+// (with Preempt and Reserve on failure), Grow.
+//
+// Determinism: same events in the same order give the same decisions. No
+// clocks, threads or randomness; ties broken by ids.
+//
+// Ownership: holds a copy of nothing big; `topo` must outlive the scheduler,
+// and node state changes go through SetNodeState, not the Topology.
+#pragma once
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/sched/job.h"
+#include "core/sched/placer.h"
+#include "core/sched/pool.h"
+#include "core/sched/queues.h"
+
+namespace unipool::sched {
+
+struct SchedulerOptions {
+  // A job runs at least this long after it starts before it may be
+  // preempted again (no thrash).
+  Duration min_runtime = Seconds(300);
+  // Checkpoint-aware preemption on or off.
+  bool preemption = true;
+  // Backfill around the first blocked job's reservation.
+  bool backfill = true;
+  // How often a standing reservation is recomputed (it is always recomputed
+  // when its holder changes).
+  Duration reservation_refresh = Seconds(30);
+  // A node that fails `flaky_failures` times within `flaky_window` is
+  // cordoned automatically (state flaky).
+  int flaky_failures = 3;
+  Duration flaky_window = Seconds(24 * 3600);
+  // Fail jobs that can never run instead of keeping them pending.
+  bool fail_infeasible = false;
+  // Upper bound on placement attempts in one cycle (pending jobs beyond it
+  // wait for the next cycle with their previous reason).
+  int64_t max_attempts_per_cycle = 100000;
+};
+
+// What the scheduler knows of one job.
+struct JobInfo {
+  JobSpec spec;
+  JobPhase phase = JobPhase::kPending;
+  Time submitted;
+  Time started;          // of the current run
+  Time last_checkpoint;  // of the current run; = started until one is reported
+  Time preempt_deadline;
+  Placement placement;   // while running or preempting
+  int32_t partition = -1;
+  int32_t restarts = 0;
+  int32_t preemptions = 0;
+  int64_t lost_gpu_seconds = 0;  // over all interruptions
+  bool borrowing = false;        // started beyond its queue's guarantee
+  bool backfilled = false;       // started in a reservation's way
+  PendingReason reason = reason::New{};
+  std::vector<JobId> victims;    // preemptions under way for this job
+  Gpus allocated() const { return placement.gpus(); }
+};
+
+struct SchedulerStats {
+  int64_t cycles = 0;
+  int64_t placements = 0;       // StartJob + ResizeJob decisions
+  int64_t attempts = 0;         // placement searches
+  int64_t preemptions = 0;
+  int64_t requeues = 0;
+  int64_t preempted_gpu_seconds = 0;
+  int64_t failed_gpu_seconds = 0;
+};
+
+class Scheduler {
+ public:
+  Scheduler(const Topology& topo, SchedulerOptions options = {});
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  const Topology& topology() const { return *topo_; }
+  const SchedulerOptions& options() const { return options_; }
+  QueueTree& queues() { return queues_; }
+  const QueueTree& queues() const { return queues_; }
+
+  // ---- Events --------------------------------------------------------------
+  // Errors: unknown or non-leaf queue, duplicate id, bad shape
+  // (gpus not a multiple of task_gpus, task larger than any node, ...).
+  Status Submit(const JobSpec& spec, Time now);
+  // Removes a pending job, or releases a running one's GPUs at once.
+  Status Cancel(JobId job, Time now);
+  // A running job ended (success or a terminal failure): its GPUs are free.
+  Status Finish(JobId job, Time now);
+  // A running job wrote a checkpoint at `at`.
+  Status Checkpointed(JobId job, Time at);
+  // A preempted job's processes are gone: its GPUs are free and the job is
+  // pending again, to resume from its last checkpoint.
+  Status Stopped(JobId job, Time now);
+  // A task of a running job failed (not the node): the gang is requeued
+  // from its last checkpoint on the next cycle.
+  Status TaskFailed(JobId job, Time now);
+  // Node up/down/cordoned/drained/flaky. Down requeues its jobs (lost work
+  // accounted); drained preempts them with their queue's grace period;
+  // cordoned lets them run but places nothing new.
+  Status SetNodeState(NodeId node, NodeState state, Time now);
+
+  // ---- Decisions -------------------------------------------------------------
+  // Runs one cycle; returns the decisions of the events since the last call
+  // and of this cycle, in order.
+  std::vector<Decision> Schedule(Time now);
+
+  // ---- Queries ---------------------------------------------------------------
+  const JobInfo* Find(JobId job) const;
+  // A sentence a user understands: why pending, or why placed where it is.
+  std::string Explain(JobId job) const;
+  std::string ExplainReason(const PendingReason& r) const;
+  const SchedulerStats& stats() const { return stats_; }
+  int64_t pending_count() const { return static_cast<int64_t>(pending_count_); }
+  int64_t running_count() const { return static_cast<int64_t>(running_.size()); }
+  Gpus allocated_gpus() const { return allocated_; }
+  // Free usable GPUs in the whole cluster.
+  Gpus free_gpus() const;
+  // Checks the scheduler's invariants (no GPU twice, gangs whole, limits
+  // kept, every pending job has a reason); the first violation or OK.
+  Status CheckInvariants() const;
+
+ private:
+  struct PendingKey {
+    int32_t neg_priority;
+    Time submitted;
+    JobId id;
+    auto operator<=>(const PendingKey&) const = default;
+  };
+  struct Reservation {
+    JobId holder;
+    Time at;  // < 0: unknown (no estimates)
+    int tier = -1;
+    GroupId group;
+    Time computed;
+  };
+  struct CycleState;
+
+  // Phases.
+  void DrainExpired(Time now);
+  void PlacePreemptors(CycleState& cs);
+  void PlaceInOrder(CycleState& cs);
+  bool TryPlace(JobInfo& job, CycleState& cs);
+  void Grow(CycleState& cs);
+
+  // Place.
+  struct Attempt;
+  Attempt Search(const JobInfo& job, Gpus gpus, const PlaceRequest& base) const;
+  std::vector<int32_t> CandidatePartitions(const JobInfo& job) const;
+  Pool& PoolFor(int32_t partition);
+  const Pool& PoolFor(int32_t partition) const;
+  void Commit(JobInfo& job, const Placement& p, int32_t partition, Time now);
+  void Release(JobInfo& job);
+
+  // Preempt and plan.
+  bool TryPreempt(JobInfo& job, CycleState& cs);
+  bool MayPreempt(const JobInfo& preemptor, const JobInfo& victim, Time now) const;
+  void Reserve(JobInfo& job, CycleState& cs);
+
+  // Bookkeeping.
+  Status Check(const JobSpec& spec) const;
+  int32_t TaskGpus(const JobSpec& spec) const;
+  void MakePending(JobInfo& job, Time now);
+  void Requeue(JobInfo& job, NodeId failed, Time now);
+  int64_t LostGpuSeconds(const JobInfo& job, Time now) const;
+  std::optional<std::string> Infeasible(const JobInfo& job) const;
+
+  const Topology* topo_;
+  SchedulerOptions options_;
+  QueueTree queues_;
+  Pool global_;                                    // every node
+  std::vector<std::unique_ptr<Pool>> partitions_;  // one per partition
+  std::vector<std::vector<int32_t>> group_partition_;  // [tier][group]: -1 mixed
+  TopologyPlacer placer_;
+
+  std::unordered_map<JobId, JobInfo> jobs_;
+  std::vector<std::set<PendingKey>> pending_;  // [queue]
+  size_t pending_count_ = 0;
+  std::set<JobId> running_;                     // running and preempting
+  std::vector<std::vector<JobId>> node_jobs_;   // [node]
+  std::vector<std::deque<Time>> node_failures_; // [node]
+  std::vector<NodeState> node_state_;
+  std::set<JobId> preemptors_;                  // jobs whose victims are stopping
+  std::set<JobId> elastic_;                     // running elastic jobs
+  std::multiset<int32_t> running_priorities_;
+  // [tier][partition + 1]: GPUs of the largest group of the tier within the
+  // partition (index 0: any), counting every node as if up and idle.
+  std::vector<std::vector<int64_t>> largest_group_;
+  std::optional<Reservation> reservation_;
+  std::vector<Decision> out_;
+  Gpus allocated_;
+  SchedulerStats stats_;
+};
+
+}  // namespace unipool::sched

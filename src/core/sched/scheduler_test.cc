@@ -1,0 +1,497 @@
+// Scheduler stories: each test reads as a short scenario on a small cluster.
+#include "core/sched/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "core/topology/test_clusters.h"
+
+namespace unipool::sched {
+namespace {
+
+// 24 nodes x 8 GPUs = 192 GPUs; racks of 2 nodes, pods of 4 racks (64 GPUs).
+class SchedulerTest : public ::testing::Test {
+ protected:
+  explicit SchedulerTest(bool partitions = false, SchedulerOptions opt = {}) {
+    ClusterSpec spec = unipool::testing::ThreeTier(192);
+    if (!partitions) spec.generator->partition_tier.clear();
+    topo_ = std::make_unique<Topology>(Topology::Build(spec).value());
+    sched_ = std::make_unique<Scheduler>(*topo_, opt);
+  }
+
+  QueueId AddQueue(std::string name, int64_t guarantee = 0, int64_t limit = 0,
+                   QueuePolicy policy = QueuePolicy::kBestEffort, std::string parent = "") {
+    QueueSpec q;
+    q.name = std::move(name);
+    q.parent = std::move(parent);
+    q.guarantee = Gpus(guarantee);
+    q.limit = Gpus(limit);
+    q.policy = policy;
+    q.grace = Seconds(60);
+    return sched_->queues().Add(q).value();
+  }
+
+  JobSpec Job(int64_t id, QueueId q, int64_t gpus, int32_t priority = 0) {
+    JobSpec j;
+    j.id = JobId(id);
+    j.queue = q;
+    j.gpus = Gpus(gpus);
+    j.priority = priority;
+    return j;
+  }
+
+  void Submit(const JobSpec& j) { ASSERT_TRUE(sched_->Submit(j, now_).ok()); }
+
+  std::vector<Decision> Cycle() {
+    std::vector<Decision> d = sched_->Schedule(now_);
+    EXPECT_TRUE(sched_->CheckInvariants().ok()) << sched_->CheckInvariants().message();
+    return d;
+  }
+
+  template <class T>
+  static std::vector<T> Of(const std::vector<Decision>& ds) {
+    std::vector<T> out;
+    for (const Decision& d : ds) {
+      if (auto* x = std::get_if<T>(&d)) out.push_back(*x);
+    }
+    return out;
+  }
+  static std::vector<int64_t> Started(const std::vector<Decision>& ds) {
+    std::vector<int64_t> ids;
+    for (const StartJob& s : Of<StartJob>(ds)) ids.push_back(s.job.value());
+    return ids;
+  }
+  JobPhase Phase(int64_t id) { return sched_->Find(JobId(id))->phase; }
+  const PendingReason& Reason(int64_t id) { return sched_->Find(JobId(id))->reason; }
+  void Advance(int64_t seconds) { now_ += Seconds(seconds); }
+
+  std::unique_ptr<Topology> topo_;
+  std::unique_ptr<Scheduler> sched_;
+  Time now_ = Seconds(1000);
+};
+
+TEST_F(SchedulerTest, GangStartsWholeOnTheClosestTier) {
+  QueueId q = AddQueue("q");
+  Submit(Job(1, q, 16));
+  auto d = Cycle();
+  auto starts = Of<StartJob>(d);
+  ASSERT_EQ(starts.size(), 1u);
+  EXPECT_EQ(starts[0].placement.gpus(), Gpus(16));
+  EXPECT_EQ(starts[0].placement.score.span_tier, 1);  // one rack
+  EXPECT_EQ(sched_->Explain(JobId(1)),
+            "running on 2 nodes within rack rack-00, 2 nvlinks; ring all-reduce of 1 GiB ~ "
+            "40.3 ms; the lowest tier with room, best-fit at each tier");
+}
+
+TEST_F(SchedulerTest, FairShareAlternatesBetweenQueues) {
+  QueueId a = AddQueue("a"), b = AddQueue("b");
+  for (int i = 0; i < 3; ++i) Submit(Job(10 + i, a, 64));
+  for (int i = 0; i < 3; ++i) Submit(Job(20 + i, b, 64));
+  EXPECT_EQ(Started(Cycle()), (std::vector<int64_t>{10, 20, 11}));
+  EXPECT_EQ(sched_->queues().used(a), Gpus(128));
+  EXPECT_EQ(sched_->queues().used(b), Gpus(64));
+}
+
+TEST_F(SchedulerTest, PriorityThenAgeWithinAQueue) {
+  QueueId q = AddQueue("q");
+  Submit(Job(1, q, 128));
+  Advance(1);
+  Submit(Job(2, q, 128, /*priority=*/5));
+  EXPECT_EQ(Started(Cycle()), std::vector<int64_t>{2});
+}
+
+TEST_F(SchedulerTest, StrictFifoHoldsBackSmallerJobs) {
+  QueueId fifo = AddQueue("fifo", 0, 0, QueuePolicy::kFifo);
+  QueueId be = AddQueue("be");
+  Submit(Job(1, fifo, 128));
+  Submit(Job(2, be, 128));
+  Cycle();  // one of them runs
+  Submit(Job(3, fifo, 128));
+  Submit(Job(4, fifo, 8));
+  Submit(Job(5, be, 128));
+  Submit(Job(6, be, 8));
+  auto started = Started(Cycle());
+  EXPECT_EQ(started, std::vector<int64_t>{6});  // be: small job passes; fifo: 4 waits behind 3
+  EXPECT_TRUE(std::holds_alternative<reason::BehindFifoHead>(Reason(4)));
+  EXPECT_EQ(sched_->Explain(JobId(4)), "pending: queue is strict FIFO: waiting behind job 3");
+}
+
+TEST_F(SchedulerTest, LimitsAreHard) {
+  QueueId org = AddQueue("org", 0, 32);
+  QueueId team = AddQueue("team", 0, 0, QueuePolicy::kBestEffort, "org");
+  Submit(Job(1, team, 16));
+  Submit(Job(2, team, 24));
+  EXPECT_EQ(Started(Cycle()), std::vector<int64_t>{1});
+  EXPECT_EQ(sched_->Explain(JobId(2)), "pending: queue 'org' is at its limit: 16 of 32 GPUs in use");
+  Submit(Job(3, team, 40));
+  Cycle();
+  EXPECT_EQ(sched_->Explain(JobId(3)),
+            "pending: can never run: needs 40 GPUs but queue 'org' is limited to 32");
+}
+
+TEST_F(SchedulerTest, SubmitRejectsMalformedJobs) {
+  QueueId parent = AddQueue("p");
+  AddQueue("c", 0, 0, QueuePolicy::kBestEffort, "p");
+  EXPECT_FALSE(sched_->Submit(Job(1, parent, 8), now_).ok());      // not a leaf
+  QueueId leaf = AddQueue("leaf");
+  JobSpec odd = Job(2, leaf, 12);
+  odd.task_gpus = 8;
+  EXPECT_FALSE(sched_->Submit(odd, now_).ok());                     // 12 not a multiple of 8
+  JobSpec big_task = Job(3, leaf, 16);
+  big_task.task_gpus = 16;
+  EXPECT_FALSE(sched_->Submit(big_task, now_).ok());                // no 16-GPU node
+  EXPECT_FALSE(sched_->Submit(Job(4, leaf, 0), now_).ok());
+  EXPECT_FALSE(sched_->Submit(Job(5, QueueId(99), 8), now_).ok());
+  Submit(Job(6, leaf, 8));
+  EXPECT_EQ(sched_->Submit(Job(6, leaf, 8), now_).code(), StatusCode::kAlreadyExists);
+}
+
+TEST_F(SchedulerTest, InfeasibleJobsSayWhy) {
+  QueueId q = AddQueue("q");
+  Submit(Job(1, q, 256));
+  JobSpec rack = Job(2, q, 32);
+  rack.required_tier = 1;  // a rack holds 16 GPUs
+  Submit(rack);
+  Cycle();
+  EXPECT_EQ(sched_->Explain(JobId(1)),
+            "pending: can never run: needs 256 GPUs in tasks of 8, but at most 192 exist there");
+  EXPECT_EQ(sched_->Explain(JobId(2)),
+            "pending: can never run: needs 32 GPUs in tasks of 8 within one rack, but at most 16 "
+            "exist there");
+}
+
+TEST_F(SchedulerTest, RequiredTierWaitsForAContiguousBlock) {
+  QueueId q = AddQueue("q");
+  // One node cordoned in every pod: no pod has 64 usable GPUs.
+  for (int32_t n : {0, 8, 16}) ASSERT_TRUE(sched_->SetNodeState(NodeId(n), NodeState::kCordoned, now_).ok());
+  JobSpec pod = Job(1, q, 64);
+  pod.required_tier = 2;
+  Submit(pod);
+  Cycle();
+  EXPECT_EQ(sched_->Explain(JobId(1)),
+            "pending: no contiguous block: needs 64 GPUs within one pod, the largest free block is 56");
+}
+
+TEST_F(SchedulerTest, PreemptionPicksTheVictimThatLosesLeastWork) {
+  QueueId q = AddQueue("q");
+  for (int i = 0; i < 3; ++i) Submit(Job(10 + i, q, 64));
+  Cycle();
+  Advance(3600);
+  // Job 11 checkpointed a minute ago; 10 and 12 an hour ago (at start).
+  ASSERT_TRUE(sched_->Checkpointed(JobId(11), now_ - Seconds(60)).ok());
+  Submit(Job(1, q, 64, /*priority=*/10));
+  auto d = Cycle();
+  auto pre = Of<PreemptJob>(d);
+  ASSERT_EQ(pre.size(), 1u);
+  EXPECT_EQ(pre[0].job, JobId(11));
+  EXPECT_EQ(pre[0].for_job, JobId(1));
+  EXPECT_EQ(pre[0].lost_gpu_seconds, 64 * 60);
+  EXPECT_EQ(pre[0].deadline, now_ + Seconds(60));  // the queue's grace
+  EXPECT_EQ(Phase(11), JobPhase::kPreempting);
+  EXPECT_EQ(sched_->Explain(JobId(1)),
+            "pending: preempting job(s) 11 to make room; they have their grace period to checkpoint");
+  // Nothing else steals the GPUs; once 11 stops, 1 starts and 11 waits.
+  Submit(Job(2, q, 64, /*priority=*/10));
+  EXPECT_TRUE(Started(Cycle()).empty());
+  Advance(30);
+  ASSERT_TRUE(sched_->Checkpointed(JobId(11), now_).ok());  // checkpoint on SIGTERM
+  ASSERT_TRUE(sched_->Stopped(JobId(11), now_).ok());
+  EXPECT_EQ(Started(Cycle()), std::vector<int64_t>{1});
+  EXPECT_EQ(Phase(11), JobPhase::kPending);
+}
+
+TEST_F(SchedulerTest, NonPreemptibleAndYoungJobsAreNeverVictims) {
+  QueueId q = AddQueue("q", /*guarantee=*/192);
+  JobSpec pinned = Job(10, q, 128);
+  pinned.preemptible = false;
+  Submit(pinned);
+  Submit(Job(11, q, 64));
+  Cycle();
+  Advance(100);  // less than the 300 s minimum runtime
+  Submit(Job(1, q, 64, 10));
+  EXPECT_TRUE(Of<PreemptJob>(Cycle()).empty());
+  Advance(300);
+  auto pre = Of<PreemptJob>(Cycle());
+  ASSERT_EQ(pre.size(), 1u);
+  EXPECT_EQ(pre[0].job, JobId(11));
+}
+
+TEST_F(SchedulerTest, OwnerReclaimsLentQuota) {
+  QueueId owner = AddQueue("owner", /*guarantee=*/128);
+  QueueId borrower = AddQueue("borrower");
+  for (int i = 0; i < 3; ++i) Submit(Job(10 + i, borrower, 64));
+  Cycle();
+  EXPECT_TRUE(sched_->Find(JobId(10))->borrowing);
+  Advance(600);
+  Submit(Job(1, owner, 64));  // same priority: reclaim, not priority
+  auto pre = Of<PreemptJob>(Cycle());
+  ASSERT_EQ(pre.size(), 1u);
+  EXPECT_EQ(pre[0].for_job, JobId(1));
+}
+
+TEST_F(SchedulerTest, NonPreemptibleJobsDoNotBorrow) {
+  QueueId q = AddQueue("q", /*guarantee=*/16);
+  JobSpec j = Job(1, q, 32);
+  j.preemptible = false;
+  Submit(j);
+  Cycle();
+  EXPECT_TRUE(std::holds_alternative<reason::NoBorrowing>(Reason(1)));
+}
+
+TEST_F(SchedulerTest, BackfillRespectsTheReservation) {
+  SchedulerOptions opt;
+  opt.preemption = false;
+  sched_ = std::make_unique<Scheduler>(*topo_, opt);
+  QueueId q = AddQueue("q");
+  JobSpec running = Job(10, q, 128);
+  running.runtime_estimate = Seconds(3600);
+  Submit(running);
+  Cycle();
+  Submit(Job(1, q, 128));  // must wait for job 10
+  Advance(1);
+  JobSpec short_job = Job(2, q, 32);
+  short_job.runtime_estimate = Seconds(600);  // ends before job 10
+  JobSpec long_job = Job(3, q, 32);
+  long_job.preemptible = false;  // no estimate: would delay job 1
+  Submit(short_job);
+  Submit(long_job);
+  auto started = Started(Cycle());
+  EXPECT_EQ(started, std::vector<int64_t>{2});
+  const auto* holds = std::get_if<reason::HoldsReservation>(&Reason(1));
+  ASSERT_NE(holds, nullptr);
+  EXPECT_EQ(holds->at, Seconds(1000 + 3600));
+  EXPECT_EQ(sched_->Explain(JobId(1)),
+            "pending: next to run: GPUs in top top-0 are reserved for it from t=4600s");
+  EXPECT_TRUE(std::holds_alternative<reason::WaitingForReservation>(Reason(3)));
+}
+
+TEST_F(SchedulerTest, LargeJobDoesNotStarveBehindSmallOnes) {
+  QueueId q = AddQueue("q");
+  std::mt19937 rng(7);
+  int64_t next = 100;
+  std::vector<int64_t> running;
+  // A steady stream of 8-GPU one-hour jobs keeps the cluster busy.
+  for (int i = 0; i < 24; ++i) {
+    JobSpec j = Job(next++, q, 8);
+    j.runtime_estimate = Seconds(3600);
+    Submit(j);
+  }
+  Cycle();
+  JobSpec big = Job(1, q, 192);
+  big.runtime_estimate = Seconds(3600);
+  Submit(big);
+  bool big_started = false;
+  for (int step = 0; step < 200 && !big_started; ++step) {
+    Advance(600);
+    // Every 10 minutes four small jobs end and four more arrive.
+    int ended = 0;
+    for (int64_t id = 100; id < next && ended < 4; ++id) {
+      const JobInfo* info = sched_->Find(JobId(id));
+      if (info && info->phase == JobPhase::kRunning) {
+        ASSERT_TRUE(sched_->Finish(JobId(id), now_).ok());
+        ++ended;
+      }
+    }
+    for (int k = 0; k < 4; ++k) {
+      JobSpec j = Job(next++, q, 8);
+      j.runtime_estimate = Seconds(3600);
+      j.preemptible = false;
+      Submit(j);
+    }
+    for (const StartJob& s : Of<StartJob>(Cycle())) big_started |= s.job == JobId(1);
+  }
+  EXPECT_TRUE(big_started);
+}
+
+TEST_F(SchedulerTest, ElasticJobsShrinkToFitAndGrowIntoIdleGpus) {
+  QueueId q = AddQueue("q");
+  Submit(Job(10, q, 128));
+  Cycle();
+  JobSpec e = Job(1, q, 128);
+  e.min_gpus = Gpus(32);
+  e.step = Gpus(16);
+  Submit(e);
+  auto starts = Of<StartJob>(Cycle());
+  ASSERT_EQ(starts.size(), 1u);
+  EXPECT_EQ(starts[0].placement.gpus(), Gpus(64));  // the most that fits
+  ASSERT_TRUE(sched_->Finish(JobId(10), now_).ok());
+  auto d = Cycle();  // grows one step per cycle
+  auto resizes = Of<ResizeJob>(d);
+  ASSERT_EQ(resizes.size(), 1u);
+  EXPECT_EQ(resizes[0].from, Gpus(64));
+  EXPECT_EQ(resizes[0].placement.gpus(), Gpus(80));
+  for (int i = 0; i < 10; ++i) Cycle();
+  EXPECT_EQ(sched_->Find(JobId(1))->allocated(), Gpus(128));
+}
+
+TEST_F(SchedulerTest, NodeFailureRequeuesFromCheckpointAndExcludesTheNode) {
+  QueueId q = AddQueue("q");
+  JobSpec j = Job(1, q, 16);
+  j.restart_cost = Seconds(60);
+  Submit(j);
+  auto start = Of<StartJob>(Cycle());
+  ASSERT_EQ(start.size(), 1u);
+  const NodeId bad = start[0].placement.tasks[0].node;
+  Advance(1000);
+  ASSERT_TRUE(sched_->Checkpointed(JobId(1), now_ - Seconds(100)).ok());
+  ASSERT_TRUE(sched_->SetNodeState(bad, NodeState::kDown, now_).ok());
+  auto d = Cycle();
+  auto rq = Of<RequeueJob>(d);
+  ASSERT_EQ(rq.size(), 1u);
+  EXPECT_EQ(rq[0].lost_gpu_seconds, 16 * (100 + 60));
+  auto restart = Of<StartJob>(d);
+  ASSERT_EQ(restart.size(), 1u);
+  for (const Task& t : restart[0].placement.tasks) EXPECT_NE(t.node, bad);
+  EXPECT_EQ(sched_->Find(JobId(1))->restarts, 1);
+}
+
+TEST_F(SchedulerTest, RepeatedFailuresMakeANodeFlaky) {
+  AddQueue("q");
+  const NodeId n(5);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(sched_->SetNodeState(n, NodeState::kDown, now_).ok());
+    ASSERT_TRUE(sched_->SetNodeState(n, NodeState::kUp, now_).ok());
+    Advance(60);
+  }
+  EXPECT_EQ(sched_->free_gpus(), Gpus(184));  // node 5 stays out as flaky
+  auto cordons = Of<CordonNode>(Cycle());
+  ASSERT_EQ(cordons.size(), 1u);
+  EXPECT_EQ(cordons[0].node, n);
+  ASSERT_TRUE(sched_->SetNodeState(n, NodeState::kUp, now_).ok());  // operator clears it
+  EXPECT_EQ(sched_->free_gpus(), Gpus(192));
+}
+
+TEST_F(SchedulerTest, DrainPreemptsWithGraceAndCordonKeepsJobs) {
+  QueueId q = AddQueue("q");
+  Submit(Job(1, q, 8));
+  Submit(Job(2, q, 8));
+  auto starts = Of<StartJob>(Cycle());
+  ASSERT_EQ(starts.size(), 2u);
+  ASSERT_TRUE(sched_->SetNodeState(starts[0].placement.tasks[0].node, NodeState::kCordoned, now_).ok());
+  ASSERT_TRUE(sched_->SetNodeState(starts[1].placement.tasks[0].node, NodeState::kDrained, now_).ok());
+  auto pre = Of<PreemptJob>(Cycle());
+  ASSERT_EQ(pre.size(), 1u);
+  EXPECT_EQ(pre[0].job, starts[1].job);
+  EXPECT_EQ(Phase(starts[0].job.value()), JobPhase::kRunning);
+}
+
+class PartitionedTest : public SchedulerTest {
+ protected:
+  PartitionedTest() : SchedulerTest(/*partitions=*/true) {}
+};
+
+TEST_F(PartitionedTest, GlobalLevelPrefersDataLocalityAndBestFit) {
+  QueueId q = AddQueue("q");
+  Submit(Job(10, q, 32));  // lands in pod-0
+  Cycle();
+  JobSpec local = Job(1, q, 16);
+  local.preferred_partition = 2;
+  Submit(local);
+  Submit(Job(2, q, 16));
+  auto starts = Of<StartJob>(Cycle());
+  ASSERT_EQ(starts.size(), 2u);
+  EXPECT_EQ(starts[0].partition, 2);
+  EXPECT_EQ(starts[1].partition, 0);  // the fullest pod that fits
+}
+
+TEST_F(PartitionedTest, OnlySpanningJobsCrossPartitions) {
+  QueueId q = AddQueue("q");
+  Submit(Job(1, q, 128));
+  Cycle();
+  EXPECT_TRUE(std::holds_alternative<reason::Infeasible>(Reason(1)));
+  JobSpec span = Job(2, q, 128);
+  span.span_partitions = true;
+  Submit(span);
+  auto starts = Of<StartJob>(Cycle());
+  ASSERT_EQ(starts.size(), 1u);
+  EXPECT_EQ(starts[0].partition, -1);
+}
+
+// Long random event sequences: the invariants hold after every cycle, and
+// the same seed gives the same decisions.
+std::string RunRandom(uint32_t seed, int steps) {
+  Topology topo = Topology::Build(unipool::testing::ThreeTier(192)).value();
+  Scheduler s(topo);
+  QueueSpec qa{"a", "", Gpus(64), Gpus(160), 1};
+  QueueSpec qb{"b", "", Gpus(0), Gpus(0), 2};
+  QueueSpec qc{"c", "", Gpus(32), Gpus(0), 1, QueuePolicy::kFifo};
+  const QueueId queues[] = {s.queues().Add(qa).value(), s.queues().Add(qb).value(),
+                            s.queues().Add(qc).value()};
+  std::mt19937 rng(seed);
+  std::string log;
+  Time now = Seconds(0);
+  int64_t next = 1;
+  std::vector<JobId> live;
+  std::set<int64_t> pinned;  // non-preemptible
+  for (int step = 0; step < steps; ++step) {
+    now += Seconds(rng() % 400);
+    const int action = rng() % 10;
+    if (action < 5) {
+      JobSpec j;
+      j.id = JobId(next++);
+      j.queue = queues[rng() % 3];
+      const int64_t sizes[] = {1, 2, 4, 8, 16, 32, 64};
+      j.gpus = Gpus(sizes[rng() % 7]);
+      j.priority = static_cast<int32_t>(rng() % 3);
+      j.preemptible = rng() % 4 != 0;
+      if (rng() % 3 == 0) j.runtime_estimate = Seconds(600 + rng() % 3600);
+      if (j.gpus.value() >= 16 && rng() % 4 == 0) {
+        j.min_gpus = Gpus(8);
+        j.step = Gpus(8);
+      }
+      if (rng() % 5 == 0) j.required_tier = 2;
+      if (!j.preemptible) pinned.insert(j.id.value());
+      if (s.Submit(j, now).ok()) live.push_back(j.id);
+    } else if (action < 7 && !live.empty()) {
+      const JobId id = live[rng() % live.size()];
+      const JobInfo* info = s.Find(id);
+      if (info->phase == JobPhase::kPreempting) {
+        (void)s.Stopped(id, now);
+      } else if (info->phase == JobPhase::kRunning) {
+        (void)s.Finish(id, now);
+        live.erase(std::find(live.begin(), live.end(), id));
+      } else {
+        (void)s.Checkpointed(id, now);
+      }
+    } else if (action == 7) {
+      const NodeId n(static_cast<int32_t>(rng() % 24));
+      const NodeState st[] = {NodeState::kDown, NodeState::kUp, NodeState::kCordoned,
+                              NodeState::kDrained, NodeState::kUp};
+      (void)s.SetNodeState(n, st[rng() % 5], now);
+    } else if (action == 8 && !live.empty()) {
+      const JobId id = live[rng() % live.size()];
+      (void)s.Cancel(id, now);
+      live.erase(std::find(live.begin(), live.end(), id));
+    }
+    for (const Decision& d : s.Schedule(now)) {
+      if (auto* st = std::get_if<StartJob>(&d)) {
+        log += "S" + std::to_string(st->job.value()) + "@" + std::to_string(st->placement.tasks[0].node.value()) + " ";
+      } else if (auto* p = std::get_if<PreemptJob>(&d)) {
+        EXPECT_FALSE(pinned.count(p->job.value())) << "preempted a non-preemptible job";
+        log += "P" + std::to_string(p->job.value()) + " ";
+      } else if (auto* r = std::get_if<RequeueJob>(&d)) {
+        log += "R" + std::to_string(r->job.value()) + " ";
+      } else if (auto* z = std::get_if<ResizeJob>(&d)) {
+        log += "Z" + std::to_string(z->job.value()) + " ";
+      }
+    }
+    Status inv = s.CheckInvariants();
+    EXPECT_TRUE(inv.ok()) << "seed " << seed << " step " << step << ": " << inv.message();
+    if (!inv.ok()) break;
+  }
+  return log;
+}
+
+TEST(SchedulerPropertyTest, InvariantsHoldUnderRandomEvents) {
+  for (uint32_t seed = 1; seed <= 20; ++seed) RunRandom(seed, 400);
+}
+
+TEST(SchedulerPropertyTest, SameEventsSameDecisions) {
+  const std::string a = RunRandom(42, 300);
+  EXPECT_FALSE(a.empty());
+  EXPECT_EQ(a, RunRandom(42, 300));
+}
+
+}  // namespace
+}  // namespace unipool::sched
