@@ -12,6 +12,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   int exit_code = kExitOk;
   AddTopoCommand(app, exit_code);
+  AddBenchCommand(app, exit_code);
+  AddPlanCommand(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

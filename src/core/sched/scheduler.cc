@@ -39,7 +39,11 @@ struct Scheduler::Attempt {
 // ---- Construction ------------------------------------------------------------
 
 Scheduler::Scheduler(const Topology& topo, SchedulerOptions options)
-    : topo_(&topo), options_(options), global_(topo) {
+    : topo_(&topo),
+      options_(options),
+      global_(topo),
+      placer_(options.placer == PlacerKind::kFirstFit ? static_cast<const Placer&>(first_fit_placer_)
+                                                      : topology_placer_) {
   const int32_t nodes = topo.num_nodes();
   const size_t parts = topo.partitions().size();
   if (parts > 1) {
@@ -466,20 +470,32 @@ Scheduler::Attempt Scheduler::Search(const JobInfo& job, Gpus gpus, const PlaceR
   PlaceRequest req = base;
   req.tasks = gpus.value() / job.spec.task_gpus;
   Attempt a;
-  std::vector<std::tuple<int, int, int64_t, int32_t>> ranked;  // level, !preferred, free, p
+  // (level, not preferred, fit, free, partition): the lowest tier first, then
+  // data locality, then for one-node gangs the tightest node, then the
+  // fullest partition.
+  std::vector<std::tuple<int, int, int, int64_t, int32_t>> ranked;
   int64_t most_free = 0, largest = 0;
   for (int32_t p : CandidatePartitions(job)) {
     const Pool& pool = PoolFor(p);
-    const int level = placer_.LowestLevel(pool, req);
+    const int level = options_.placer == PlacerKind::kTopology
+                          ? topology_placer_.LowestLevel(pool, req)
+                          : (pool.TasksIn(topo_->top_tier(), GroupId(0), req.task_gpus) >= req.tasks ? 0 : -1);
     most_free = std::max(most_free, pool.Free(topo_->top_tier(), GroupId(0)));
     const int cap_level = std::min(req.max_level, pool.top_level());
     largest = std::max(largest, LargestBlock(pool, cap_level, req.task_gpus));
     if (level < 0 || level > req.max_level) continue;
-    ranked.emplace_back(level, p == job.spec.preferred_partition ? 0 : 1,
+    int fit = 0;
+    if (level == 0) {
+      const int64_t want = req.tasks * req.task_gpus;
+      for (fit = static_cast<int>(want); fit < pool.max_node_gpus(); ++fit) {
+        if (pool.Hist(topo_->top_tier(), GroupId(0), fit) > 0) break;
+      }
+    }
+    ranked.emplace_back(level, p == job.spec.preferred_partition ? 0 : 1, fit,
                         pool.Free(topo_->top_tier(), GroupId(0)), p);
   }
   std::sort(ranked.begin(), ranked.end());
-  for (const auto& [level, pref, free, p] : ranked) {
+  for (const auto& [level, pref, fit, free, p] : ranked) {
     PlaceOutcome out = placer_.Place(PoolFor(p), req);
     if (auto* placed = std::get_if<Placed>(&out)) {
       a.placement = std::move(placed->placement);

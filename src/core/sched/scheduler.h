@@ -38,7 +38,13 @@
 
 namespace unipool::sched {
 
+enum class PlacerKind {
+  kTopology,  // TopologyPlacer: the default
+  kFirstFit,  // FirstFitPlacer: a topology-unaware baseline for comparisons
+};
+
 struct SchedulerOptions {
+  PlacerKind placer = PlacerKind::kTopology;
   // A job runs at least this long after it starts before it may be
   // preempted again (no thrash).
   Duration min_runtime = Seconds(300);
@@ -137,6 +143,8 @@ class Scheduler {
   int64_t pending_count() const { return static_cast<int64_t>(pending_count_); }
   int64_t running_count() const { return static_cast<int64_t>(running_.size()); }
   Gpus allocated_gpus() const { return allocated_; }
+  // The free-capacity index of the whole cluster (read-only).
+  const Pool& pool() const { return global_; }
   // Free usable GPUs in the whole cluster.
   Gpus free_gpus() const;
   // Checks the scheduler's invariants (no GPU twice, gangs whole, limits
@@ -194,7 +202,9 @@ class Scheduler {
   Pool global_;                                    // every node
   std::vector<std::unique_ptr<Pool>> partitions_;  // one per partition
   std::vector<std::vector<int32_t>> group_partition_;  // [tier][group]: -1 mixed
-  TopologyPlacer placer_;
+  TopologyPlacer topology_placer_;
+  FirstFitPlacer first_fit_placer_;
+  const Placer& placer_;
 
   std::unordered_map<JobId, JobInfo> jobs_;
   std::vector<std::set<PendingKey>> pending_;  // [queue]

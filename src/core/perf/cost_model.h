@@ -1,0 +1,255 @@
+// The cost model: given a model, a global batch, the hardware a job spans and
+// a parallel plan, predict the time of one training step (and its breakdown)
+// and the memory each GPU needs (and its breakdown). docs/plan.md derives
+// every formula; each constant below names its source.
+//
+// Structure (per micro-batch, per GPU of the slowest pipeline stage):
+//   layer time  = GEMMs / (peak x GEMM efficiency(shape))
+//               + attention core / (peak x attention efficiency)
+//               + element-wise traffic / (HBM bandwidth x HBM efficiency)
+//               + exposed TP / CP / EP communication
+//   stage time  = layers_per_stage x layer time + logits (last stage) + PP p2p
+//   step        = (m + (p-1)/v) x stage time              (1F1B, interleaved)
+//               + exposed DP / ZeRO communication + optimizer step
+// Collectives use an alpha-beta model over the tiers the group spans
+// (CollectiveTime): the cheaper of a flat ring, a hierarchical ring (one
+// level per tier) and a double binary tree.
+//
+// Pure, deterministic, allocation-free in Evaluate's hot path.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "core/base/status.h"
+#include "core/base/units.h"
+#include "core/perf/hardware.h"
+#include "core/perf/model.h"
+
+namespace unipool::perf {
+
+// ---- Named constants ---------------------------------------------------------
+// Bytes per parameter for mixed-precision Adam: Rajbhandari et al., "ZeRO",
+// SC'20, section 3.1: 2 (bf16 weights) + 2 (bf16 gradients) + K = 12 (fp32
+// master weights, Adam momentum and variance).
+inline constexpr double kWeightBytes = 2;
+inline constexpr double kGradBytes = 2;
+inline constexpr double kOptimizerBytes = 12;
+// Bytes an activation element takes (bf16) and a communicated element takes.
+inline constexpr double kActBytes = 2;
+// Memory the CUDA context, NCCL channels, cuBLAS workspaces and the caching
+// allocator's fragmentation take outside the model's tensors (PyTorch CUDA
+// context ~0.5-1 GB, NCCL ~0.5 GB per communicator set). Engineering estimate.
+inline constexpr double kRuntimeReserveBytes = 2e9;
+// HBM traffic of the Adam step per parameter the GPU updates: read fp32
+// master, grad, m, v (16 B), write master, m, v (12 B), write bf16 weight (2 B).
+inline constexpr double kOptimizerTrafficBytes = 30;
+// Fixed work of every step outside the layers: optimizer kernel launches,
+// gradient-norm all-reduce and clipping, loss reduction, data-loader
+// hand-off (Megatron-LM step profiles show a few tens of ms). Estimate.
+inline constexpr double kStepOverheadS = 0.04;
+// Fraction of HBM datasheet bandwidth element-wise kernels reach (STREAM-like
+// copy on A100/H100 reaches 80-90%).
+inline constexpr double kHbmEfficiency = 0.85;
+// GEMM efficiency falls off when the smallest GEMM dimension d is small:
+// eff(d) = e_max x d / (d + kGemmHalfDim). Tile-quantization model; the
+// half-efficiency dimension is of the order of one 128-wide tensor-core tile.
+inline constexpr double kGemmHalfDim = 96;
+// Fraction of the link rate NCCL's bus bandwidth reaches (nccl-tests on DGX
+// A100/H100: ~230 of 300 GB/s NVLink, ~23 of 25 GB/s HDR IB per NIC).
+inline constexpr double kScaleUpLinkEfficiency = 0.78;
+inline constexpr double kScaleOutLinkEfficiency = 0.92;
+// NCCL per-call software overhead (kernel launch + protocol setup).
+inline constexpr double kCollectiveOverheadS = 8e-6;
+// Share of TP communication hidden behind GEMMs with userbuffer overlap
+// (Megatron-Core --tp-comm-overlap; NVIDIA TE reports most of the AG/RS hidden).
+// Only when the TP group sits inside one scale-up domain (TE userbuffers use
+// CUDA IPC over NVLink).
+inline constexpr double kTpOverlapFraction = 0.6;
+// Share of the backward (forward for parameter gathers) that gradient
+// reduction can hide behind (bucketed overlap; the last bucket cannot hide).
+inline constexpr double kDpOverlapFraction = 0.85;
+// Extra attention-core work of FlashAttention's backward pass relative to its
+// forward (Dao 2023, FlashAttention-2: backward ~2.5x forward FLOPs).
+inline constexpr double kFlashBackwardFactor = 2.5;
+// ZeRO-3 / FSDP gather and scatter each parameter's partitions separately,
+// interleaved with compute on a side stream. The measured DeepSpeed ZeRO-3
+// runs (Narayanan et al. SC'21, Table 2: 175B and 530B on 384-2240 A100s)
+// are reproduced when each GPU moves its share over its own NIC only, not
+// the node's NICs together as one NCCL ring does; we model it that way
+// (conservative for newer FSDP2 with coalesced collectives).
+inline constexpr bool kZero3NodeAggregation = false;
+// Element-wise HBM traffic per byte of stored activation (Korthikanti et al.
+// count): each stored tensor is written once and read back in the backward,
+// and the fused kernels read their inputs once. Calibrated.
+inline constexpr double kElementwiseTrafficPerActByte = 1.0;
+
+// Per-GPU-model compute efficiencies (fraction of dense peak). See
+// GpuEfficiency() in cost_model.cc for the table and its sources.
+struct GpuEfficiency {
+  double gemm_max = 0.7;   // large bf16 GEMMs
+  double attention = 0.5;  // FlashAttention-style fused attention
+  double fp8_vs_bf16 = 0.75;  // FP8 GEMM efficiency relative to bf16's
+};
+GpuEfficiency EfficiencyOf(const GpuModel& gpu);
+
+// ---- Jobs and plans --------------------------------------------------------
+
+// What the training software does; the defaults describe a current
+// Megatron-Core / Transformer Engine stack.
+struct Framework {
+  bool flash_attention = true;   // attention scores never stored; causal half computed
+  bool tp_comm_overlap = true;   // --tp-comm-overlap
+  bool dp_overlap = true;        // --overlap-grad-reduce/--overlap-param-gather, ZeRO overlap_comm
+  bool fp8 = false;              // FP8 GEMMs where the GPU has them
+};
+
+struct Job {
+  ModelSpec model;
+  int64_t global_batch = 0;  // sequences per step
+  Framework framework;
+};
+
+// How the ranks of each group are laid out: Megatron's default places TP
+// fastest, then CP, then DP, then PP (tp-cp-dp-pp, PP across the widest
+// network); tp-cp-pp-dp keeps pipeline neighbours close and spreads DP
+// (Llama 3's layout).
+enum class RankOrder { kTpCpDpPp, kTpCpPpDp };
+const char* RankOrderName(RankOrder o);
+
+struct Plan {
+  int32_t tp = 1, pp = 1, dp = 1, cp = 1, ep = 1;
+  int32_t vpp = 1;          // virtual (interleaved) stages per pipeline rank
+  int32_t micro_batch = 1;  // sequences per micro-batch
+  Recompute recompute = Recompute::kNone;
+  int32_t zero = 0;         // 0 (plain DP), 1, 2, 3 (= FSDP FULL_SHARD)
+  bool sequence_parallel = true;  // meaningful when tp > 1
+  RankOrder order = RankOrder::kTpCpDpPp;
+
+  int64_t gpus() const { return int64_t{tp} * pp * dp * cp; }
+  auto operator<=>(const Plan&) const = default;  // stable order for ties
+};
+// "tp8 pp16 v2 dp64 cp1 ep1 mbs1 zero1 rc=selective sp tp-cp-dp-pp"
+std::string Describe(const Plan& p);
+
+// Checks the plan against the job: degrees multiply to the GPU count,
+// divisibility of heads, layers, experts, batch. kInvalidArgument naming the
+// first broken rule.
+Status CheckPlan(const Job& job, int64_t gpus, const Plan& plan);
+
+// ---- Collectives -----------------------------------------------------------
+
+enum class Collective { kAllReduce, kReduceScatter, kAllGather, kAllToAll, kP2P };
+const char* CollectiveName(Collective c);
+
+// The ranks of one group: `size` ranks `stride` apart, optionally times a
+// second dimension (size2 ranks stride2 apart) for groups such as DP x CP
+// that are not one stride in the rank order.
+struct GroupShape {
+  int64_t size = 1;
+  int64_t stride = 1;
+  int64_t size2 = 1;
+  int64_t stride2 = 1;
+  int64_t members() const { return size * size2; }
+};
+
+// Members of `g` that share one group of tier t (>= 1, <= members()).
+int64_t MembersWithin(const HardwareView& hw, const GroupShape& g, int t);
+
+enum class Algorithm { kRing, kHierarchical, kTree, kDirect };
+const char* AlgorithmName(Algorithm a);
+
+struct CommCost {
+  double seconds = 0;
+  int top_tier = -1;  // highest tier the group spans; -1 for a group of one
+  Algorithm algorithm = Algorithm::kDirect;
+};
+
+// Time of one collective on one group while every other group of the same
+// kind runs at once. `bytes` is the per-GPU buffer: the full buffer for
+// all-reduce, the input of reduce-scatter, the output of all-gather, what one
+// GPU sends in all-to-all, the message of p2p.
+// With aggregate_uplinks (NCCL's multi-channel rings), a ring crossing tier t
+// uses the uplinks of all group members inside one tier-(t-1) group at once
+// (8 GPUs of a DGX node: 8 NICs); without, one GPU's link is the bottleneck.
+CommCost CollectiveTime(const HardwareView& hw, Collective c, const GroupShape& g, double bytes,
+                        bool aggregate_uplinks = true);
+
+// The textbook ring all-reduce: 2 (n-1)/n x bytes / bw + 2 (n-1) x latency.
+double RingAllReduceSeconds(double bytes, int64_t n, double bytes_per_s, double latency_s);
+
+// Pipeline bubble as a fraction of the ideal time: (p-1) / (v m).
+double BubbleFraction(int64_t p, int64_t v, int64_t m);
+
+// ---- Memory ----------------------------------------------------------------
+
+// Weights, gradients and optimizer state of `params` parameters sharded over
+// `dp` ranks at a ZeRO stage (0-3): stage 1 shards the optimizer, 2 also the
+// gradients, 3 also the weights.
+struct ModelStateBytes {
+  double weights = 0, grads = 0, optimizer = 0;
+  double total() const { return weights + grads + optimizer; }
+};
+ModelStateBytes ModelState(double params, int32_t zero, int64_t dp);
+
+// Activation bytes one transformer layer keeps for the backward pass of one
+// micro-batch on one GPU (Korthikanti et al. MLSys'23, section 4, generalised
+// to GQA, SwiGLU, MoE and context parallelism). For GPT with MHA and a 4h
+// GeLU FFN: s b h (34 + 5 a s / h) with t = 1; s b h (10 + 24/t + 5 a s/(h t))
+// with tensor parallelism; s b h / t (34 + 5 a s / h) with sequence
+// parallelism; the 5 a s / h term is gone with selective recomputation or
+// flash attention; 2 s b h (/ t with SP) with full recomputation.
+double LayerActivationBytes(const ModelSpec& m, const Plan& p, bool moe_layer,
+                            bool flash_attention, Recompute recompute);
+
+// ---- Evaluation ------------------------------------------------------------
+
+// Exposed communication, per kind, per step.
+enum class CommPart { kTp, kCp, kEp, kPp, kDpGrad, kDpParam, kCount };
+const char* CommPartName(CommPart c);  // "TP all-reduce", "DP reduce-scatter", ...
+
+struct TimeBreakdown {
+  Duration compute;    // forward + backward GEMMs, attention, element-wise, logits
+  Duration recompute;  // recomputed forward work
+  std::array<Duration, static_cast<size_t>(CommPart::kCount)> comm{};  // exposed
+  std::array<Duration, static_cast<size_t>(CommPart::kCount)> comm_total{};  // before overlap
+  std::array<int, static_cast<size_t>(CommPart::kCount)> comm_tier{};  // highest tier, -1 none
+  Duration bubble;     // pipeline fill and drain
+  Duration optimizer;  // the Adam step and the fixed per-step work (kStepOverheadS)
+  Duration step;       // the sum of all the above
+  Duration exposed_comm() const;
+};
+
+struct MemoryBreakdown {
+  Bytes weights, grads, optimizer, activations, buffers, reserve;
+  Bytes total;   // sum
+  Bytes usable;  // HBM size
+  bool fits() const { return total <= usable; }
+};
+
+struct Estimate {
+  TimeBreakdown time;
+  MemoryBreakdown memory;
+  int64_t micro_batches = 0;       // per pipeline per step
+  double bubble_fraction = 0;      // (p-1)/(v m)
+  double step_s = 0;
+  double tokens_per_s = 0;
+  double tokens_per_s_per_gpu = 0;
+  double model_tflops_per_gpu = 0;  // Megatron-LM model FLOPs (no recompute)
+  double mfu = 0;                   // model FLOPs / (bf16 peak x step)
+  double hfu = 0;                   // including recompute
+  double gemm_efficiency = 0;       // of the dense layer GEMMs, for explanations
+};
+
+// Evaluates `plan` for `job` on `hw`. Errors: CheckPlan's. An estimate that
+// does not fit in memory is still returned (memory.fits() is false).
+Result<Estimate> Evaluate(const Job& job, const HardwareView& hw, const Plan& plan);
+
+// As Evaluate, without CheckPlan (the planner checks as it enumerates).
+Estimate EvaluateUnchecked(const Job& job, const HardwareView& hw, const Plan& plan);
+
+// Memory only (cheap; the planner prunes with it).
+MemoryBreakdown EstimateMemory(const Job& job, const HardwareView& hw, const Plan& plan);
+
+}  // namespace unipool::perf
