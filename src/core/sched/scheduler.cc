@@ -81,7 +81,21 @@ Scheduler::Scheduler(const Topology& topo, SchedulerOptions options)
   node_jobs_.resize(nodes);
   node_failures_.resize(nodes);
   node_state_.resize(nodes);
-  for (int32_t n = 0; n < nodes; ++n) node_state_[n] = topo.node_state(NodeId(n));
+  spare_.assign(nodes, false);
+  for (int32_t n = 0; n < nodes; ++n) {
+    node_state_[n] = topo.node_state(NodeId(n));
+    for (const auto& [key, value] : topo.node_labels(NodeId(n))) {
+      if (key == options_.spare_label && value == "true") spare_[n] = true;
+    }
+    if (spare_[n]) SetUsable(NodeId(n), false);
+  }
+  global_.Flush();
+  for (auto& pool : partitions_) pool->Flush();
+}
+
+void Scheduler::SetUsable(NodeId node, bool usable) {
+  global_.SetUsable(node, usable);
+  PoolFor(topo_->node_partition(node)).SetUsable(node, usable);
 }
 
 Scheduler::~Scheduler() = default;
@@ -261,7 +275,33 @@ Status Scheduler::SetNodeState(NodeId node, NodeState state, Time now) {
     fails.push_back(now);
     while (!fails.empty() && now - fails.front() > options_.flaky_window) fails.pop_front();
     const std::vector<JobId> victims = node_jobs_[n];
-    for (JobId id : victims) Requeue(jobs_.at(id), node, now);
+    for (JobId id : victims) {
+      JobInfo& job = jobs_.at(id);
+      GpuMask lost_mask = 0;
+      for (const Task& t : job.placement.tasks) lost_mask |= t.node == node ? t.gpus : 0;
+      std::optional<NodeId> spare =
+          job.phase == JobPhase::kRunning ? FindSpare(node, CountGpus(lost_mask)) : std::nullopt;
+      Placement replaced = job.placement;
+      const int32_t partition = job.partition;
+      Requeue(job, node, now);
+      if (!spare) continue;
+      // Restart in place: the spare takes the failed node's tasks and stops
+      // being a spare; the failed node, once repaired, is the new spare.
+      spare_[spare->value()] = false;
+      spare_[n] = true;
+      SetUsable(*spare, node_state_[spare->value()] == NodeState::kUp);
+      for (Task& t : replaced.tasks) {
+        if (t.node == node) t = Task{*spare, AllGpus(CountGpus(lost_mask))};
+      }
+      std::sort(replaced.tasks.begin(), replaced.tasks.end(),
+                [](const Task& a, const Task& b) { return a.node < b.node; });
+      ScorePlacement(*topo_, replaced);
+      global_.Flush();
+      for (auto& pool : partitions_) pool->Flush();
+      pending_[job.spec.queue.value()].erase(PendingKey{-job.spec.priority, job.submitted, id});
+      --pending_count_;
+      Commit(job, replaced, partition, now);
+    }
     if (static_cast<int>(fails.size()) >= options_.flaky_failures) {
       out_.push_back(CordonNode{node, std::to_string(fails.size()) + " failures within " +
                                           std::to_string(options_.flaky_window.value() / 1000000000) +
@@ -276,9 +316,7 @@ Status Scheduler::SetNodeState(NodeId node, NodeState state, Time now) {
   }
   if (state == NodeState::kUp && old == NodeState::kFlaky) node_failures_[n].clear();
   node_state_[n] = state;
-  const bool usable = state == NodeState::kUp;
-  global_.SetUsable(node, usable);
-  PoolFor(topo_->node_partition(node)).SetUsable(node, usable);
+  SetUsable(node, state == NodeState::kUp && !spare_[n]);
   global_.Flush();
   for (auto& pool : partitions_) pool->Flush();
   if (state == NodeState::kDrained) {
@@ -293,6 +331,22 @@ Status Scheduler::SetNodeState(NodeId node, NodeState state, Time now) {
     }
   }
   return Status::Ok();
+}
+
+// A hot spare for a failed node: up, idle, with enough GPUs, in the failed
+// node's scale-up domain, else its leaf (tier 1).
+std::optional<NodeId> Scheduler::FindSpare(NodeId failed, int32_t gpus) const {
+  for (int tier = 0; tier < std::min(2, topo_->num_tiers()); ++tier) {
+    const GroupId g = topo_->group_of(failed, tier);
+    const NodeId first = topo_->group_first_node(tier, g);
+    for (int32_t n = first.value(); n < first.value() + topo_->group_num_nodes(tier, g); ++n) {
+      if (spare_[n] && node_state_[n] == NodeState::kUp && node_jobs_[n].empty() &&
+          topo_->node_gpus(NodeId(n)).value() >= gpus) {
+        return NodeId(n);
+      }
+    }
+  }
+  return std::nullopt;
 }
 
 // ---- Commit and release ----------------------------------------------------

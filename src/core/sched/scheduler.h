@@ -59,6 +59,11 @@ struct SchedulerOptions {
   // cordoned automatically (state flaky).
   int flaky_failures = 3;
   Duration flaky_window = Seconds(24 * 3600);
+  // Nodes labelled spare_label=true are hot spares: kept out of placement,
+  // they replace a failed node of a running job in the same scale-up domain
+  // (else the same leaf), so the job restarts in place. The repaired node
+  // becomes the spare.
+  std::string spare_label = "unipool.io/spare";
   // Fail jobs that can never run instead of keeping them pending.
   bool fail_infeasible = false;
   // Upper bound on placement attempts in one cycle (pending jobs beyond it
@@ -193,6 +198,8 @@ class Scheduler {
   int32_t TaskGpus(const JobSpec& spec) const;
   void MakePending(JobInfo& job, Time now);
   void Requeue(JobInfo& job, NodeId failed, Time now);
+  std::optional<NodeId> FindSpare(NodeId failed, int32_t gpus) const;
+  void SetUsable(NodeId node, bool usable);
   int64_t LostGpuSeconds(const JobInfo& job, Time now) const;
   std::optional<std::string> Infeasible(const JobInfo& job) const;
 
@@ -213,6 +220,7 @@ class Scheduler {
   std::vector<std::vector<JobId>> node_jobs_;   // [node]
   std::vector<std::deque<Time>> node_failures_; // [node]
   std::vector<NodeState> node_state_;
+  std::vector<bool> spare_;                     // [node] a hot spare
   std::set<JobId> preemptors_;                  // jobs whose victims are stopping
   std::set<JobId> elastic_;                     // running elastic jobs
   std::multiset<int32_t> running_priorities_;

@@ -376,6 +376,47 @@ TEST_F(SchedulerTest, DrainPreemptsWithGraceAndCordonKeepsJobs) {
   EXPECT_EQ(Phase(starts[0].job.value()), JobPhase::kRunning);
 }
 
+TEST(SchedulerSpareTest, HotSpareReplacesAFailedNodeInPlace) {
+  // Two racks of three 8-GPU nodes; the last node of each rack is a spare.
+  ClusterSpec spec = unipool::testing::ExplicitTwoRacks();
+  spec.nodes.clear();
+  for (const char* rack : {"r0", "r1"}) {
+    for (int i = 0; i < 3; ++i) {
+      NodeSpec n;
+      n.name = std::string(rack) + "-n" + std::to_string(i);
+      n.gpus = 8;
+      n.gpu_model = "H100-SXM";
+      n.groups = {"", rack, ""};
+      if (i == 2) n.labels = {{"unipool.io/spare", "true"}};
+      spec.nodes.push_back(n);
+    }
+  }
+  Topology topo = Topology::Build(spec).value();
+  Scheduler s(topo);
+  QueueSpec q;
+  q.name = "q";
+  JobSpec j;
+  j.id = JobId(1);
+  j.queue = s.queues().Add(q).value();
+  j.gpus = Gpus(16);
+  EXPECT_EQ(s.free_gpus(), Gpus(32));  // spares are not offered
+  ASSERT_TRUE(s.Submit(j, Seconds(0)).ok());
+  auto start = s.Schedule(Seconds(0));
+  ASSERT_EQ(start.size(), 1u);
+  const NodeId failed = std::get<StartJob>(start[0]).placement.tasks[1].node;
+  ASSERT_TRUE(s.SetNodeState(failed, NodeState::kDown, Seconds(100)).ok());
+  auto d = s.Schedule(Seconds(100));
+  ASSERT_EQ(d.size(), 2u);  // requeue, then restart on the spare
+  EXPECT_TRUE(std::holds_alternative<RequeueJob>(d[0]));
+  const Placement& p = std::get<StartJob>(d[1]).placement;
+  EXPECT_EQ(topo.node_name(p.tasks[0].node), "r0-n0");
+  EXPECT_EQ(topo.node_name(p.tasks[1].node), "r0-n2");  // the rack's spare
+  EXPECT_EQ(s.Find(JobId(1))->restarts, 1);
+  EXPECT_TRUE(s.CheckInvariants().ok()) << s.CheckInvariants().message();
+  ASSERT_TRUE(s.SetNodeState(failed, NodeState::kUp, Seconds(200)).ok());
+  EXPECT_EQ(s.free_gpus(), Gpus(16));  // the repaired node is the new spare
+}
+
 class PartitionedTest : public SchedulerTest {
  protected:
   PartitionedTest() : SchedulerTest(/*partitions=*/true) {}
