@@ -83,8 +83,8 @@ Result<perf::Job> MakeJob(const PlanOptions& o) {
   perf::Job job;
   job.model = *model;
   const int64_t tokens = o.global_batch_tokens > 0 ? o.global_batch_tokens : kDefaultBatchTokens;
-  job.global_batch = o.global_batch > 0 ? o.global_batch
-                                        : std::max<int64_t>(1, tokens / job.model.seq_len);
+  job.global_batch =
+      o.global_batch > 0 ? o.global_batch : std::max<int64_t>(1, tokens / job.model.seq_len);
   job.framework.flash_attention = !o.no_flash;
   job.framework.tp_comm_overlap = !o.no_tp_overlap;
   job.framework.dp_overlap = !o.no_dp_overlap;
@@ -129,7 +129,8 @@ int ListModels() {
 int Emit(const PlanOptions& o, const perf::Job& job, const perf::HardwareView& hw,
          const std::string& cluster_name, const perf::PlanSearch& search,
          const perf::SizingResult* sizing) {
-  const perf::LaunchConfig launch = perf::MakeLaunch(job, search.top.front().plan, hw.gpus_per_node);
+  const perf::LaunchConfig launch =
+      perf::MakeLaunch(job, search.top.front().plan, hw.gpus_per_node);
   io::PlanReport r{&job, &hw, cluster_name, &search, &launch, sizing, o.explain};
   std::cout << (o.output == "json" ? io::PlanJson(r) : io::PlanText(r));
   if (!o.deepspeed_out.empty()) {
@@ -159,7 +160,8 @@ int RunPlan(const PlanOptions& o) {
   if (o.list_models) return ListModels();
   if (o.model.empty()) return Fail(InvalidArgument("--model: required (a preset or a model file)"));
   if (Sizing(o) && o.target_tps <= 0 && (o.train_tokens <= 0 || o.deadline_days <= 0)) {
-    return Fail(InvalidArgument("sizing needs --train-tokens with --deadline-days, or --target-tokens-per-s"));
+    return Fail(InvalidArgument(
+        "sizing needs --train-tokens with --deadline-days, or --target-tokens-per-s"));
   }
   Result<perf::Job> job = MakeJob(o);
   if (!job.ok()) return Fail(job.status());
@@ -227,7 +229,9 @@ void AddPlanCommand(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 32));
   cmd->add_option("--global-batch-tokens", o->global_batch_tokens, "tokens per step (default 4M)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
-  cmd->add_option("-k,--top", o->top, "plans to show")->check(CLI::Range(1, 100))->capture_default_str();
+  cmd->add_option("-k,--top", o->top, "plans to show")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
   cmd->add_flag("--explain", o->explain, "say why the best plan wins and close ones lose");
   cmd->add_option("-o,--output", o->output, "output format")
       ->check(CLI::IsMember({"text", "json"}))

@@ -11,13 +11,12 @@ namespace {
 using perf::FfnActivation;
 using perf::ModelSpec;
 
-constexpr int64_t kMaxWidth = int64_t{1} << 24;   // 16M: wider than any model
+constexpr int64_t kMaxWidth = int64_t{1} << 24;  // 16M: wider than any model
 constexpr int32_t kMaxLayers = 100000;
 
 Status ReadMoe(const YAML::Node& node, perf::MoeSpec* out) {
-  Result<Fields> f = Fields::Of(node, "spec.moe",
-                                {"experts", "topK", "sharedExperts", "expertFfnHiddenSize",
-                                 "denseLayers"});
+  Result<Fields> f = Fields::Of(
+      node, "spec.moe", {"experts", "topK", "sharedExperts", "expertFfnHiddenSize", "denseLayers"});
   if (!f.ok()) return f.status();
   UNIPOOL_RETURN_IF_ERROR(f->Int32("experts", &out->experts, 1, 1 << 16, true));
   UNIPOOL_RETURN_IF_ERROR(f->Int32("topK", &out->top_k, 1, 1 << 16, true));
@@ -42,10 +41,10 @@ Status ReadActivation(const Fields& f, FfnActivation* out) {
 }
 
 Status ReadSpec(const YAML::Node& node, ModelSpec* out) {
-  Result<Fields> f = Fields::Of(node, "spec",
-                                {"base", "layers", "hiddenSize", "ffnHiddenSize", "activation",
-                                 "attentionHeads", "kvHeads", "headDim", "vocabSize", "seqLength",
-                                 "tiedEmbeddings", "moe"});
+  Result<Fields> f =
+      Fields::Of(node, "spec",
+                 {"base", "layers", "hiddenSize", "ffnHiddenSize", "activation", "attentionHeads",
+                  "kvHeads", "headDim", "vocabSize", "seqLength", "tiedEmbeddings", "moe"});
   if (!f.ok()) return f.status();
   std::string base;
   UNIPOOL_RETURN_IF_ERROR(f->String("base", &base));

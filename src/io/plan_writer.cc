@@ -1,9 +1,8 @@
 #include "io/plan_writer.h"
 
-#include <nlohmann/json.hpp>
-
 #include <cmath>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "io/summary_writer.h"
@@ -59,8 +58,8 @@ void Ranking(const PlanReport& r, std::ostringstream& out) {
   for (const perf::RankedPlan& p : r.search->top) {
     const perf::Estimate& e = p.estimate;
     t.Add({std::to_string(rank++), perf::Describe(p.plan), Fmt("%.3f s", e.step_s),
-           Thousands(std::llround(e.tokens_per_s)), Fmt("%.1f", e.model_tflops_per_gpu),
-           Pct(e.mfu), Gb(e.memory.total)});
+           Thousands(std::llround(e.tokens_per_s)), Fmt("%.1f", e.model_tflops_per_gpu), Pct(e.mfu),
+           Gb(e.memory.total)});
   }
   out << t.Render() << "\n";
 }
@@ -83,15 +82,15 @@ void Breakdown(const PlanReport& r, const perf::RankedPlan& best, std::ostringst
             TierOf(*r.hw, tb.comm_tier[i]));
   }
   row("optimizer + step overhead", tb.optimizer, "");
-  row("step", tb.step, Thousands(std::llround(e.tokens_per_s_per_gpu)) + " tokens/s/GPU, " +
-                           Fmt("%.1f", e.model_tflops_per_gpu) + " TFLOP/s/GPU, MFU " +
-                           Pct(e.mfu));
+  row("step", tb.step,
+      Thousands(std::llround(e.tokens_per_s_per_gpu)) + " tokens/s/GPU, " +
+          Fmt("%.1f", e.model_tflops_per_gpu) + " TFLOP/s/GPU, MFU " + Pct(e.mfu));
   out << t.Render();
   const perf::MemoryBreakdown& m = e.memory;
   out << "  Memory per GPU: " << Gb(m.total) << " of " << Gb(m.usable) << " = weights "
       << Gb(m.weights) << " + gradients " << Gb(m.grads) << " + optimizer " << Gb(m.optimizer)
-      << " + activations " << Gb(m.activations) << " + buffers " << Gb(m.buffers)
-      << " + runtime " << Gb(m.reserve) << "\n\n";
+      << " + activations " << Gb(m.activations) << " + buffers " << Gb(m.buffers) << " + runtime "
+      << Gb(m.reserve) << "\n\n";
 }
 
 void Explanation(const PlanReport& r, std::ostringstream& out) {
@@ -115,13 +114,14 @@ void Sizing(const PlanReport& r, std::ostringstream& out) {
   }
   out << "Sizing:\n" << t.Render();
   const perf::SizingOption& c = s.chosen;
-  out << "Chosen: " << Thousands(c.gpus) << " GPUs" << (c.meets_target ? "" : " (misses the target: the fastest tried)")
+  out << "Chosen: " << Thousands(c.gpus) << " GPUs"
+      << (c.meets_target ? "" : " (misses the target: the fastest tried)")
       << "; expected wall time " << HumanDuration(c.failures.wall_s) << " with "
       << Fmt("%.1f", c.failures.expected_failures) << " failures (job MTBF "
       << HumanDuration(c.failures.mtbf_s) << "), checkpoint of "
       << HumanBytes(Bytes(std::llround(c.failures.checkpoint_bytes))) << " every "
-      << HumanDuration(c.failures.interval_s) << " (write " << HumanDuration(c.failures.checkpoint_write_s)
-      << ")\n\n";
+      << HumanDuration(c.failures.interval_s) << " (write "
+      << HumanDuration(c.failures.checkpoint_write_s) << ")\n\n";
 }
 
 void Launch(const perf::LaunchConfig& c, std::ostringstream& out) {
@@ -132,11 +132,18 @@ void Launch(const perf::LaunchConfig& c, std::ostringstream& out) {
 // ---- JSON ------------------------------------------------------------------
 
 ordered_json PlanJsonOf(const perf::Plan& p) {
-  return {{"tp", p.tp}, {"pp", p.pp}, {"vpp", p.vpp}, {"dp", p.dp}, {"cp", p.cp}, {"ep", p.ep},
-          {"micro_batch", p.micro_batch}, {"zero", p.zero},
+  return {{"tp", p.tp},
+          {"pp", p.pp},
+          {"vpp", p.vpp},
+          {"dp", p.dp},
+          {"cp", p.cp},
+          {"ep", p.ep},
+          {"micro_batch", p.micro_batch},
+          {"zero", p.zero},
           {"recompute", perf::RecomputeName(p.recompute)},
           {"sequence_parallel", p.sequence_parallel && p.tp > 1},
-          {"rank_order", perf::RankOrderName(p.order)}, {"summary", perf::Describe(p)}};
+          {"rank_order", perf::RankOrderName(p.order)},
+          {"summary", perf::Describe(p)}};
 }
 
 ordered_json EstimateJson(const perf::HardwareView& hw, const perf::Estimate& e) {
@@ -157,21 +164,23 @@ ordered_json EstimateJson(const perf::HardwareView& hw, const perf::Estimate& e)
           {"hfu", e.hfu},
           {"micro_batches", e.micro_batches},
           {"bubble_fraction", e.bubble_fraction},
-          {"time", {{"compute_s", ToSeconds(tb.compute)},
-                    {"recompute_s", ToSeconds(tb.recompute)},
-                    {"bubble_s", ToSeconds(tb.bubble)},
-                    {"optimizer_s", ToSeconds(tb.optimizer)},
-                    {"exposed_comm_s", ToSeconds(tb.exposed_comm())},
-                    {"comm", comm}}},
-          {"memory", {{"total_bytes", m.total.value()},
-                      {"usable_bytes", m.usable.value()},
-                      {"weights_bytes", m.weights.value()},
-                      {"grads_bytes", m.grads.value()},
-                      {"optimizer_bytes", m.optimizer.value()},
-                      {"activations_bytes", m.activations.value()},
-                      {"buffers_bytes", m.buffers.value()},
-                      {"runtime_bytes", m.reserve.value()},
-                      {"fits", m.fits()}}}};
+          {"time",
+           {{"compute_s", ToSeconds(tb.compute)},
+            {"recompute_s", ToSeconds(tb.recompute)},
+            {"bubble_s", ToSeconds(tb.bubble)},
+            {"optimizer_s", ToSeconds(tb.optimizer)},
+            {"exposed_comm_s", ToSeconds(tb.exposed_comm())},
+            {"comm", comm}}},
+          {"memory",
+           {{"total_bytes", m.total.value()},
+            {"usable_bytes", m.usable.value()},
+            {"weights_bytes", m.weights.value()},
+            {"grads_bytes", m.grads.value()},
+            {"optimizer_bytes", m.optimizer.value()},
+            {"activations_bytes", m.activations.value()},
+            {"buffers_bytes", m.buffers.value()},
+            {"runtime_bytes", m.reserve.value()},
+            {"fits", m.fits()}}}};
 }
 
 ordered_json DeepSpeedObject(const perf::DeepSpeedConfig& d) {
@@ -248,17 +257,20 @@ std::string PlanJson(const PlanReport& r) {
   const perf::ModelSpec& m = r.job->model;
   const perf::ParamCounts pc = perf::CountParams(m);
   ordered_json j;
-  j["model"] = {{"name", m.name}, {"params", pc.total}, {"active_params", pc.active},
+  j["model"] = {{"name", m.name},     {"params", pc.total}, {"active_params", pc.active},
                 {"layers", m.layers}, {"hidden", m.hidden}, {"seq_len", m.seq_len}};
   ordered_json tiers = ordered_json::array();
   for (const perf::TierView& t : r.hw->tiers) {
-    tiers.push_back({{"name", t.name}, {"group_gpus", t.group_gpus},
-                     {"gbps_per_gpu", t.bytes_per_s * 8 / 1e9}, {"latency_us", t.latency_s * 1e6}});
+    tiers.push_back({{"name", t.name},
+                     {"group_gpus", t.group_gpus},
+                     {"gbps_per_gpu", t.bytes_per_s * 8 / 1e9},
+                     {"latency_us", t.latency_s * 1e6}});
   }
-  j["hardware"] = {{"cluster", r.cluster_name}, {"gpus", r.hw->gpus}, {"gpu", r.hw->gpu.name},
-                   {"tiers", tiers}};
+  j["hardware"] = {
+      {"cluster", r.cluster_name}, {"gpus", r.hw->gpus}, {"gpu", r.hw->gpu.name}, {"tiers", tiers}};
   j["global_batch"] = r.job->global_batch;
-  j["search"] = {{"considered", r.search->considered}, {"evaluated", r.search->evaluated},
+  j["search"] = {{"considered", r.search->considered},
+                 {"evaluated", r.search->evaluated},
                  {"pruned_memory", r.search->pruned_memory}};
   ordered_json plans = ordered_json::array();
   int rank = 1;
@@ -271,29 +283,37 @@ std::string PlanJson(const PlanReport& r) {
   if (r.explain) {
     ordered_json alts = ordered_json::array();
     for (const perf::Alternative& a : r.search->alternatives) {
-      alts.push_back({{"change", a.change}, {"plan", PlanJsonOf(a.plan)}, {"fits", a.fits},
-                      {"slowdown", a.slowdown}, {"reason", a.reason}});
+      alts.push_back({{"change", a.change},
+                      {"plan", PlanJsonOf(a.plan)},
+                      {"fits", a.fits},
+                      {"slowdown", a.slowdown},
+                      {"reason", a.reason}});
     }
     j["explain"] = {{"why_best", r.search->why_best}, {"alternatives", alts}};
   }
   if (r.sizing) {
     ordered_json tried = ordered_json::array();
     for (const perf::SizingOption& o : r.sizing->tried) {
-      tried.push_back({{"gpus", o.gpus}, {"plan", perf::Describe(o.best.plan)},
-                       {"tokens_per_s", o.best.estimate.tokens_per_s},
-                       {"effective_tokens_per_s", o.effective_tokens_per_s},
-                       {"wall_s", std::isfinite(o.failures.wall_s) ? o.failures.wall_s : -1},
-                       {"expected_failures", std::isfinite(o.failures.expected_failures)
-                                                 ? o.failures.expected_failures : -1},
-                       {"meets_target", o.meets_target}});
+      tried.push_back(
+          {{"gpus", o.gpus},
+           {"plan", perf::Describe(o.best.plan)},
+           {"tokens_per_s", o.best.estimate.tokens_per_s},
+           {"effective_tokens_per_s", o.effective_tokens_per_s},
+           {"wall_s", std::isfinite(o.failures.wall_s) ? o.failures.wall_s : -1},
+           {"expected_failures",
+            std::isfinite(o.failures.expected_failures) ? o.failures.expected_failures : -1},
+           {"meets_target", o.meets_target}});
     }
     const perf::SizingOption& c = r.sizing->chosen;
-    j["sizing"] = {{"gpus", c.gpus}, {"meets_target", c.meets_target},
-                   {"wall_s", c.failures.wall_s}, {"mtbf_s", c.failures.mtbf_s},
+    j["sizing"] = {{"gpus", c.gpus},
+                   {"meets_target", c.meets_target},
+                   {"wall_s", c.failures.wall_s},
+                   {"mtbf_s", c.failures.mtbf_s},
                    {"expected_failures", c.failures.expected_failures},
                    {"checkpoint_bytes", c.failures.checkpoint_bytes},
                    {"checkpoint_write_s", c.failures.checkpoint_write_s},
-                   {"checkpoint_interval_s", c.failures.interval_s}, {"tried", tried}};
+                   {"checkpoint_interval_s", c.failures.interval_s},
+                   {"tried", tried}};
   }
   if (r.launch) {
     ordered_json args = ordered_json::array();
@@ -301,7 +321,8 @@ std::string PlanJson(const PlanReport& r) {
       args.push_back(flag);
       if (!value.empty()) args.push_back(value);
     }
-    j["launch"] = {{"megatron_args", args}, {"torchrun", TorchrunLine(*r.launch)},
+    j["launch"] = {{"megatron_args", args},
+                   {"torchrun", TorchrunLine(*r.launch)},
                    {"deepspeed_config", DeepSpeedObject(r.launch->deepspeed)}};
   }
   return j.dump(2) + "\n";

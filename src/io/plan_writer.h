@@ -19,8 +19,8 @@ struct PlanReport {
   const perf::HardwareView* hw = nullptr;
   std::string cluster_name;
   const perf::PlanSearch* search = nullptr;
-  const perf::LaunchConfig* launch = nullptr;   // for the best plan; may be null
-  const perf::SizingResult* sizing = nullptr;   // sizing mode only
+  const perf::LaunchConfig* launch = nullptr;  // for the best plan; may be null
+  const perf::SizingResult* sizing = nullptr;  // sizing mode only
   bool explain = false;
 };
 

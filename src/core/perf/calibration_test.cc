@@ -108,7 +108,7 @@ Row MakeRow(const std::map<std::string, std::string>& c) {
   p.vpp = static_cast<int32_t>(IntOr(c.at("vpp"), 1));
   p.micro_batch = static_cast<int32_t>(IntOr(c.at("micro_batch"), 1));
   r.mbs_stated = IntOr(c.at("micro_batch"), 0) > 0;
-  r.vpp_stated = IntOr(c.at("vpp"), 0) > 0;
+  r.vpp_stated = IntOr(c.at("vpp"), 0) > 0 || p.pp == 1;  // no pipeline, nothing to interleave
   r.assumed = !r.mbs_stated || !r.vpp_stated || IntOr(c.at("global_batch_seqs"), 0) == 0;
   const std::string& sp = c.at("sp");
   p.sequence_parallel = StartsWith(sp, "yes") || StartsWith(sp, "likely");
@@ -117,9 +117,9 @@ Row MakeRow(const std::map<std::string, std::string>& c) {
                 : StartsWith(rc, "selective") ? Recompute::kSelective
                                               : Recompute::kNone;
   const std::string& zero = c.at("zero");
-  p.zero = zero.find("ZeRO-3") != std::string::npos       ? 3
+  p.zero = zero.find("ZeRO-3") != std::string::npos                  ? 3
            : zero.find("distributed optimizer") != std::string::npos ? 1
-                                                                    : 0;
+                                                                     : 0;
   // Megatron-Core 2024 (the H100 rows): flash attention, TP and DP overlap.
   // Megatron-LM 2021-22 and DeepSpeed of the time: none of them.
   r.job.framework.flash_attention = h100;
@@ -195,8 +195,7 @@ TEST(CalibrationTest, PublishedRunsWithinFifteenPercent) {
     }
     std::printf("%-22s %10.1f %10.1f %+7.1f%%  %s%s%s\n", r.id.c_str(), r.measured,
                 e->tokens_per_s_per_gpu, err * 100, Describe(r.plan).c_str(),
-                r.assumed ? " [assumed details]" : "",
-                e->memory.fits() ? "" : " [over memory]");
+                r.assumed ? " [assumed details]" : "", e->memory.fits() ? "" : " [over memory]");
     EXPECT_TRUE(e->memory.fits()) << r.id << " needs " << e->memory.total.value() / 1e9 << " GB";
   }
   std::printf("within +-15%%: %d of %zu rows (%d of %d with every plan detail stated)\n", within,

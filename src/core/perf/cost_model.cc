@@ -14,34 +14,50 @@ const char* RankOrderName(RankOrder o) {
 
 const char* CollectiveName(Collective c) {
   switch (c) {
-    case Collective::kAllReduce: return "all-reduce";
-    case Collective::kReduceScatter: return "reduce-scatter";
-    case Collective::kAllGather: return "all-gather";
-    case Collective::kAllToAll: return "all-to-all";
-    case Collective::kP2P: return "p2p";
+    case Collective::kAllReduce:
+      return "all-reduce";
+    case Collective::kReduceScatter:
+      return "reduce-scatter";
+    case Collective::kAllGather:
+      return "all-gather";
+    case Collective::kAllToAll:
+      return "all-to-all";
+    case Collective::kP2P:
+      return "p2p";
   }
   return "?";
 }
 
 const char* AlgorithmName(Algorithm a) {
   switch (a) {
-    case Algorithm::kRing: return "ring";
-    case Algorithm::kHierarchical: return "hierarchical";
-    case Algorithm::kTree: return "tree";
-    case Algorithm::kDirect: return "direct";
+    case Algorithm::kRing:
+      return "ring";
+    case Algorithm::kHierarchical:
+      return "hierarchical";
+    case Algorithm::kTree:
+      return "tree";
+    case Algorithm::kDirect:
+      return "direct";
   }
   return "?";
 }
 
 const char* CommPartName(CommPart c) {
   switch (c) {
-    case CommPart::kTp: return "TP all-reduce";
-    case CommPart::kCp: return "CP all-gather";
-    case CommPart::kEp: return "EP all-to-all";
-    case CommPart::kPp: return "PP p2p";
-    case CommPart::kDpGrad: return "DP grad reduce";
-    case CommPart::kDpParam: return "DP param all-gather";
-    case CommPart::kCount: break;
+    case CommPart::kTp:
+      return "TP all-reduce";
+    case CommPart::kCp:
+      return "CP all-gather";
+    case CommPart::kEp:
+      return "EP all-to-all";
+    case CommPart::kPp:
+      return "PP p2p";
+    case CommPart::kDpGrad:
+      return "DP grad reduce";
+    case CommPart::kDpParam:
+      return "DP param all-gather";
+    case CommPart::kCount:
+      break;
   }
   return "?";
 }
@@ -78,18 +94,25 @@ namespace {
 Status Broken(const std::string& what) { return InvalidArgument("plan: " + what); }
 
 Status CheckModelSplit(const ModelSpec& m, const Plan& p) {
-  if (m.heads % p.tp != 0) return Broken("tp=" + std::to_string(p.tp) + " does not divide the " + std::to_string(m.heads) + " attention heads");
+  if (m.heads % p.tp != 0)
+    return Broken("tp=" + std::to_string(p.tp) + " does not divide the " + std::to_string(m.heads) +
+                  " attention heads");
   if (m.kv_heads % p.tp != 0 && p.tp % m.kv_heads != 0) {
     return Broken("tp=" + std::to_string(p.tp) + " and the " + std::to_string(m.kv_heads) +
                   " KV heads do not divide one another");
   }
-  if (m.dense_layers() > 0 && m.ffn_hidden % p.tp != 0) return Broken("tp does not divide ffnHiddenSize");
-  if (m.is_moe() && m.moe.expert_ffn_hidden % p.tp != 0) return Broken("tp does not divide the expert FFN");
-  if (p.pp > m.layers) return Broken("pp=" + std::to_string(p.pp) + " exceeds the " + std::to_string(m.layers) + " layers");
+  if (m.dense_layers() > 0 && m.ffn_hidden % p.tp != 0)
+    return Broken("tp does not divide ffnHiddenSize");
+  if (m.is_moe() && m.moe.expert_ffn_hidden % p.tp != 0)
+    return Broken("tp does not divide the expert FFN");
+  if (p.pp > m.layers)
+    return Broken("pp=" + std::to_string(p.pp) + " exceeds the " + std::to_string(m.layers) +
+                  " layers");
   if (p.vpp > 1 && (p.pp == 1 || int64_t{p.pp} * p.vpp > m.layers)) {
     return Broken("interleaving needs pp > 1 and pp x vpp <= layers");
   }
-  if (p.cp > 1 && m.seq_len % (2 * p.cp) != 0) return Broken("2 x cp must divide the sequence length");
+  if (p.cp > 1 && m.seq_len % (2 * p.cp) != 0)
+    return Broken("2 x cp must divide the sequence length");
   if (!m.is_moe() && p.ep != 1) return Broken("ep > 1 needs a mixture-of-experts model");
   if (m.is_moe() && (m.moe.experts % p.ep != 0 || p.dp % p.ep != 0)) {
     return Broken("ep=" + std::to_string(p.ep) + " must divide the experts and dp");
@@ -184,20 +207,21 @@ double RingBandwidth(const HardwareView& hw, const Span& s, bool aggregate) {
 // reduce-scatter or all-gather: passes = 1); returns the cheapest.
 CommCost ReduceTime(const HardwareView& hw, const Span& s, int64_t n, double bytes, int passes,
                     bool aggregate) {
-  const double alpha_top = hw.tiers[s.top].latency_s + kCollectiveOverheadS / passes;
+  const double alpha_top = hw.tiers[s.top].latency_s;
   const double k = static_cast<double>(n - 1);
   CommCost best;
   best.top_tier = s.top;
   best.algorithm = Algorithm::kRing;
-  best.seconds = passes * (k / n * bytes / RingBandwidth(hw, s, aggregate) + k * alpha_top);
+  best.seconds = passes * (k / n * bytes / RingBandwidth(hw, s, aggregate) + k * alpha_top) +
+                 kCollectiveOverheadS;
   // Hierarchical: a ring per tier, each on the data left by the tier below.
-  double hier = 0;
+  double hier = kCollectiveOverheadS;
   int64_t below = 1;
   for (int t = 0; t <= s.top; ++t) {
     const double m = static_cast<double>(s.within[t]) / below;
     if (m > 1) {
-      hier += passes * ((m - 1) / m * bytes / below / LinkBw(hw, t) +
-                        (m - 1) * (hw.tiers[t].latency_s + kCollectiveOverheadS / passes));
+      hier +=
+          passes * ((m - 1) / m * bytes / below / LinkBw(hw, t) + (m - 1) * hw.tiers[t].latency_s);
     }
     below = s.within[t];
   }
@@ -207,7 +231,8 @@ CommCost ReduceTime(const HardwareView& hw, const Span& s, int64_t n, double byt
   }
   if (passes == 2) {  // NCCL double binary tree: full bandwidth, log-depth latency
     const double tree = 2 * bytes / RingBandwidth(hw, s, aggregate) +
-                        2 * std::ceil(std::log2(static_cast<double>(n))) * alpha_top;
+                        2 * std::ceil(std::log2(static_cast<double>(n))) * alpha_top +
+                        kCollectiveOverheadS;
     if (tree < best.seconds) {
       best.seconds = tree;
       best.algorithm = Algorithm::kTree;
@@ -237,10 +262,13 @@ CommCost CollectiveTime(const HardwareView& hw, Collective c, const GroupShape& 
   if (n <= 1 || bytes <= 0) return {};
   const Span s = SpanOf(hw, g);
   switch (c) {
-    case Collective::kAllReduce: return ReduceTime(hw, s, n, bytes, 2, aggregate_uplinks);
+    case Collective::kAllReduce:
+      return ReduceTime(hw, s, n, bytes, 2, aggregate_uplinks);
     case Collective::kReduceScatter:
-    case Collective::kAllGather: return ReduceTime(hw, s, n, bytes, 1, aggregate_uplinks);
-    case Collective::kAllToAll: return AllToAllTime(hw, s, n, bytes);
+    case Collective::kAllGather:
+      return ReduceTime(hw, s, n, bytes, 1, aggregate_uplinks);
+    case Collective::kAllToAll:
+      return AllToAllTime(hw, s, n, bytes);
     case Collective::kP2P:
       return {bytes / LinkBw(hw, s.top) + hw.tiers[s.top].latency_s + kCollectiveOverheadS, s.top,
               Algorithm::kDirect};
@@ -272,8 +300,8 @@ double LayerActivationBytes(const ModelSpec& m, const Plan& p, bool moe_layer, b
   // Sharded by TP: Q, K, V, the attention output, and the FFN.
   const double q = static_cast<double>(m.q_dim()), kv = static_cast<double>(m.kv_dim());
   double sharded = kActBytes * tokens * (2 * q + 2 * kv);
-  const double width = moe_layer ? static_cast<double>(m.moe.expert_ffn_hidden)
-                                 : static_cast<double>(m.ffn_hidden);
+  const double width =
+      moe_layer ? static_cast<double>(m.moe.expert_ffn_hidden) : static_cast<double>(m.ffn_hidden);
   const double per_token_ffn = kActBytes * width * (m.activation == FfnActivation::kSwiglu ? 3 : 2);
   const double ffn_tokens = moe_layer ? tokens * (m.moe.top_k + m.moe.shared_experts) : tokens;
   sharded += per_token_ffn * ffn_tokens;
@@ -319,7 +347,7 @@ Strides StridesOf(const Plan& p) {
 
 // Everything one layer of one kind costs per micro-batch on one GPU.
 struct LayerCost {
-  double fwd = 0, bwd = 0, rc = 0;    // compute
+  double fwd = 0, bwd = 0, rc = 0;  // compute
   double tp_total = 0, tp_exposed = 0;
   double cp_total = 0, cp_exposed = 0;
   double ep_total = 0;
@@ -333,13 +361,14 @@ struct Context {
   const Plan& plan;
   GpuEfficiency eff;
   Strides strides;
-  double peak = 0;      // FLOP/s of the GEMMs
-  double hbm = 0;       // bytes/s reached by element-wise kernels
-  double tokens = 0;    // per micro-batch per GPU (s b / cp)
+  double peak = 0;    // FLOP/s of the GEMMs
+  double hbm = 0;     // bytes/s reached by element-wise kernels
+  double tokens = 0;  // per micro-batch per GPU (s b / cp)
 };
 
 double GemmEfficiency(const Context& c, double dim) {
-  return c.eff.gemm_max * dim / (dim + kGemmHalfDim) * (c.job.framework.fp8 ? c.eff.fp8_vs_bf16 : 1);
+  return c.eff.gemm_max * dim / (dim + kGemmHalfDim) *
+         (c.job.framework.fp8 ? c.eff.fp8_vs_bf16 : 1);
 }
 
 double GemmSeconds(const Context& c, double flops, double dim) {
@@ -370,8 +399,8 @@ ForwardParts LayerForward(const Context& c, bool moe_layer) {
     ffn_flops = 2 * T * (m.moe.top_k + m.moe.shared_experts) * pc.expert_ffn / t;
     f.gemm += GemmSeconds(c, 2 * T * m.moe.top_k * pc.expert_ffn / t,
                           std::min({routed_tokens, fe / t, h}));
-    f.gemm += GemmSeconds(c, 2 * T * m.moe.shared_experts * pc.expert_ffn / t,
-                          std::min({T, fe / t, h}));
+    f.gemm +=
+        GemmSeconds(c, 2 * T * m.moe.shared_experts * pc.expert_ffn / t, std::min({T, fe / t, h}));
     f.gemm += GemmSeconds(c, 2 * T * pc.router_per_layer, std::min(T, h));
   }
   f.gemm_eff = (attn_flops + ffn_flops) / (c.peak * f.gemm);
@@ -421,8 +450,7 @@ LayerCost CostLayer(const Context& c, bool moe_layer) {
   if (moe_layer && p.ep > 1) {  // dispatch and combine, each pass
     const bool sp = p.sequence_parallel && p.tp > 1;
     const double msg = kActBytes * c.tokens * m.moe.top_k * m.hidden / (sp ? p.tp : 1);
-    const CommCost a2a =
-        CollectiveTime(c.hw, Collective::kAllToAll, {p.ep, c.strides.dp}, msg);
+    const CommCost a2a = CollectiveTime(c.hw, Collective::kAllToAll, {p.ep, c.strides.dp}, msg);
     l.ep_total = 2.0 * passes * a2a.seconds;
     l.ep_tier = a2a.top_tier;
   }
@@ -448,11 +476,13 @@ StageParams StageParamsOf(const ModelSpec& m, const Plan& p) {
   const double t = p.tp;
   const double shared = m.moe.shared_experts * pc.expert_ffn + pc.router_per_layer;
   s.dense = (s.layers * (pc.attention_per_layer + pc.norms_per_layer) +
-             s.dense_layers * pc.dense_ffn_per_layer + s.moe_layers * shared) / t;
+             s.dense_layers * pc.dense_ffn_per_layer + s.moe_layers * shared) /
+            t;
   // Embedding on the first stage, output layer (or the tied copy) on the last.
   s.dense += (p.pp == 1 ? pc.embedding + pc.output : pc.embedding) / t;
   s.expert = s.moe_layers * m.moe.experts * pc.expert_ffn / (static_cast<double>(p.ep) * t);
-  const double moe_layer = (m.moe.experts * pc.expert_ffn) / (static_cast<double>(p.ep) * t) + shared / t;
+  const double moe_layer =
+      (m.moe.experts * pc.expert_ffn) / (static_cast<double>(p.ep) * t) + shared / t;
   const double dense_layer = pc.dense_ffn_per_layer / t;
   s.largest_layer = pc.attention_per_layer / t + std::max(m.is_moe() ? moe_layer : 0.0,
                                                           m.dense_layers() > 0 ? dense_layer : 0.0);
@@ -467,7 +497,8 @@ double StageActivations(const Context& c, const StageParams& sp, int64_t micro_b
   const bool flash = c.job.framework.flash_attention;
   const double per_layer =
       (sp.dense_layers * LayerActivationBytes(m, p, false, flash, p.recompute) +
-       sp.moe_layers * LayerActivationBytes(m, p, true, flash, p.recompute)) / sp.layers;
+       sp.moe_layers * LayerActivationBytes(m, p, true, flash, p.recompute)) /
+      sp.layers;
   const double chunk_layers = sp.layers / p.vpp;
   // Micro-batch chunks the first stage holds: p for 1F1B, Megatron's
   // interleaved warm-up 2(p-1) + (v-1) p, plus the one in flight.
@@ -476,7 +507,9 @@ double StageActivations(const Context& c, const StageParams& sp, int64_t micro_b
                                                         2 * (p.pp - 1) + (p.vpp - 1) * p.pp + 1);
   const double logits = 4.0 * c.tokens * m.vocab / p.tp;  // fp32 logits for the loss
   double first = chunks * chunk_layers * per_layer;
-  double last = (p.pp == 1 ? first : chunk_layers * per_layer * (p.vpp == 1 ? 1 : (p.vpp - 1) * p.pp + 1)) + logits;
+  double last =
+      (p.pp == 1 ? first : chunk_layers * per_layer * (p.vpp == 1 ? 1 : (p.vpp - 1) * p.pp + 1)) +
+      logits;
   if (p.pp == 1) first = last;
   double working = 0;  // one layer's full activations while it is recomputed
   if (p.recompute != Recompute::kNone) {
@@ -584,10 +617,13 @@ Estimate EvaluateUnchecked(const Job& job, const HardwareView& hw, const Plan& p
   // Phase 1: one micro-batch through the slowest stage.
   const LayerCost dense = CostLayer(c, false);
   const LayerCost moe = model.is_moe() ? CostLayer(c, true) : LayerCost{};
-  auto sum = [&](double LayerCost::*f) { return sp.dense_layers * dense.*f + sp.moe_layers * moe.*f; };
-  const double logit_fwd = GemmSeconds(c, 2 * c.tokens * model.hidden * model.vocab / plan.tp,
-                                       std::min<double>({c.tokens, static_cast<double>(model.hidden),
-                                                         static_cast<double>(model.vocab) / plan.tp}));
+  auto sum = [&](double LayerCost::*f) {
+    return sp.dense_layers * dense.*f + sp.moe_layers * moe.*f;
+  };
+  const double logit_fwd =
+      GemmSeconds(c, 2 * c.tokens * model.hidden * model.vocab / plan.tp,
+                  std::min<double>({c.tokens, static_cast<double>(model.hidden),
+                                    static_cast<double>(model.vocab) / plan.tp}));
   const double logit_elem = 12.0 * c.tokens * model.vocab / plan.tp / c.hbm;  // fp32 loss
   const double logits = 3 * logit_fwd + logit_elem;
   const double fwd_mb = sum(&LayerCost::fwd), bwd_mb = sum(&LayerCost::bwd);
@@ -610,8 +646,8 @@ Estimate EvaluateUnchecked(const Job& job, const HardwareView& hw, const Plan& p
   // Phase 3: data-parallel synchronisation and the optimizer.
   const DpCost dp = DataParallelCost(c, sp, m, fwd_mb, bwd_mb);
   const int64_t dp_dense = int64_t{plan.dp} * plan.cp;
-  const double updated = plan.zero >= 1 ? sp.dense / dp_dense + sp.expert * plan.ep / dp_dense
-                                        : sp.dense + sp.expert;
+  const double updated =
+      plan.zero >= 1 ? sp.dense / dp_dense + sp.expert * plan.ep / dp_dense : sp.dense + sp.expert;
   const double optimizer = updated * kOptimizerTrafficBytes / c.hbm;
 
   // Phase 4: assemble.
@@ -625,8 +661,10 @@ Estimate EvaluateUnchecked(const Job& job, const HardwareView& hw, const Plan& p
     tb.comm_total[static_cast<size_t>(part)] = Nanos(total);
     tb.comm_tier[static_cast<size_t>(part)] = total > 0 ? tier : -1;
   };
-  set(CommPart::kTp, md * tp_mb, md * sum(&LayerCost::tp_total), std::max(dense.tp_tier, moe.tp_tier));
-  set(CommPart::kCp, md * cp_mb, md * sum(&LayerCost::cp_total), std::max(dense.cp_tier, moe.cp_tier));
+  set(CommPart::kTp, md * tp_mb, md * sum(&LayerCost::tp_total),
+      std::max(dense.tp_tier, moe.tp_tier));
+  set(CommPart::kCp, md * cp_mb, md * sum(&LayerCost::cp_total),
+      std::max(dense.cp_tier, moe.cp_tier));
   set(CommPart::kEp, md * ep_mb, md * ep_mb, moe.ep_tier);
   set(CommPart::kPp, md * p2p_mb, md * p2p_mb, p2p.top_tier);
   set(CommPart::kDpGrad, dp.grad_exposed, dp.grad_total, dp.tier);
@@ -642,7 +680,8 @@ Estimate EvaluateUnchecked(const Job& job, const HardwareView& hw, const Plan& p
   const double gpus = static_cast<double>(plan.gpus());
   e.tokens_per_s = static_cast<double>(job.global_batch) * model.seq_len / e.step_s;
   e.tokens_per_s_per_gpu = e.tokens_per_s / gpus;
-  const StepFlops flops = TrainingFlops(model, static_cast<double>(job.global_batch), plan.recompute);
+  const StepFlops flops =
+      TrainingFlops(model, static_cast<double>(job.global_batch), plan.recompute);
   e.model_tflops_per_gpu = flops.model / e.step_s / gpus * 1e-12;
   const double peak = static_cast<double>(hw.gpu.peak_bf16.value()) * 1e9;
   e.mfu = flops.model / e.step_s / gpus / peak;

@@ -60,7 +60,8 @@ inline constexpr double kGemmHalfDim = 96;
 // A100/H100: ~230 of 300 GB/s NVLink, ~23 of 25 GB/s HDR IB per NIC).
 inline constexpr double kScaleUpLinkEfficiency = 0.78;
 inline constexpr double kScaleOutLinkEfficiency = 0.92;
-// NCCL per-call software overhead (kernel launch + protocol setup).
+// NCCL per-call software overhead (kernel launch + protocol setup), once per
+// collective; per ring step only the tier's latency counts.
 inline constexpr double kCollectiveOverheadS = 8e-6;
 // Share of TP communication hidden behind GEMMs with userbuffer overlap
 // (Megatron-Core --tp-comm-overlap; NVIDIA TE reports most of the AG/RS hidden).
@@ -88,8 +89,8 @@ inline constexpr double kElementwiseTrafficPerActByte = 1.0;
 // Per-GPU-model compute efficiencies (fraction of dense peak). See
 // GpuEfficiency() in cost_model.cc for the table and its sources.
 struct GpuEfficiency {
-  double gemm_max = 0.7;   // large bf16 GEMMs
-  double attention = 0.5;  // FlashAttention-style fused attention
+  double gemm_max = 0.7;      // large bf16 GEMMs
+  double attention = 0.5;     // FlashAttention-style fused attention
   double fp8_vs_bf16 = 0.75;  // FP8 GEMM efficiency relative to bf16's
 };
 GpuEfficiency EfficiencyOf(const GpuModel& gpu);
@@ -99,10 +100,10 @@ GpuEfficiency EfficiencyOf(const GpuModel& gpu);
 // What the training software does; the defaults describe a current
 // Megatron-Core / Transformer Engine stack.
 struct Framework {
-  bool flash_attention = true;   // attention scores never stored; causal half computed
-  bool tp_comm_overlap = true;   // --tp-comm-overlap
-  bool dp_overlap = true;        // --overlap-grad-reduce/--overlap-param-gather, ZeRO overlap_comm
-  bool fp8 = false;              // FP8 GEMMs where the GPU has them
+  bool flash_attention = true;  // attention scores never stored; causal half computed
+  bool tp_comm_overlap = true;  // --tp-comm-overlap
+  bool dp_overlap = true;       // --overlap-grad-reduce/--overlap-param-gather, ZeRO overlap_comm
+  bool fp8 = false;             // FP8 GEMMs where the GPU has them
 };
 
 struct Job {
@@ -123,7 +124,7 @@ struct Plan {
   int32_t vpp = 1;          // virtual (interleaved) stages per pipeline rank
   int32_t micro_batch = 1;  // sequences per micro-batch
   Recompute recompute = Recompute::kNone;
-  int32_t zero = 0;         // 0 (plain DP), 1, 2, 3 (= FSDP FULL_SHARD)
+  int32_t zero = 0;               // 0 (plain DP), 1, 2, 3 (= FSDP FULL_SHARD)
   bool sequence_parallel = true;  // meaningful when tp > 1
   RankOrder order = RankOrder::kTpCpDpPp;
 
@@ -200,8 +201,8 @@ ModelStateBytes ModelState(double params, int32_t zero, int64_t dp);
 // with tensor parallelism; s b h / t (34 + 5 a s / h) with sequence
 // parallelism; the 5 a s / h term is gone with selective recomputation or
 // flash attention; 2 s b h (/ t with SP) with full recomputation.
-double LayerActivationBytes(const ModelSpec& m, const Plan& p, bool moe_layer,
-                            bool flash_attention, Recompute recompute);
+double LayerActivationBytes(const ModelSpec& m, const Plan& p, bool moe_layer, bool flash_attention,
+                            Recompute recompute);
 
 // ---- Evaluation ------------------------------------------------------------
 
@@ -212,10 +213,10 @@ const char* CommPartName(CommPart c);  // "TP all-reduce", "DP reduce-scatter", 
 struct TimeBreakdown {
   Duration compute;    // forward + backward GEMMs, attention, element-wise, logits
   Duration recompute;  // recomputed forward work
-  std::array<Duration, static_cast<size_t>(CommPart::kCount)> comm{};  // exposed
+  std::array<Duration, static_cast<size_t>(CommPart::kCount)> comm{};        // exposed
   std::array<Duration, static_cast<size_t>(CommPart::kCount)> comm_total{};  // before overlap
   std::array<int, static_cast<size_t>(CommPart::kCount)> comm_tier{};  // highest tier, -1 none
-  Duration bubble;     // pipeline fill and drain
+  Duration bubble;                                                     // pipeline fill and drain
   Duration optimizer;  // the Adam step and the fixed per-step work (kStepOverheadS)
   Duration step;       // the sum of all the above
   Duration exposed_comm() const;
@@ -231,8 +232,8 @@ struct MemoryBreakdown {
 struct Estimate {
   TimeBreakdown time;
   MemoryBreakdown memory;
-  int64_t micro_batches = 0;       // per pipeline per step
-  double bubble_fraction = 0;      // (p-1)/(v m)
+  int64_t micro_batches = 0;   // per pipeline per step
+  double bubble_fraction = 0;  // (p-1)/(v m)
   double step_s = 0;
   double tokens_per_s = 0;
   double tokens_per_s_per_gpu = 0;

@@ -64,15 +64,16 @@ TEST(CostModelTest, MembersWithinTiers) {
   EXPECT_EQ(MembersWithin(hw, {8, 1}, 0), 8);
   EXPECT_EQ(MembersWithin(hw, {16, 1}, 0), 8);
   EXPECT_EQ(MembersWithin(hw, {16, 1}, 1), 16);
-  EXPECT_EQ(MembersWithin(hw, {8, 8}, 0), 1);  // one member per node
-  EXPECT_EQ(MembersWithin(hw, {2, 2, 4, 8}, 0), 4);
+  EXPECT_EQ(MembersWithin(hw, {8, 8}, 0), 1);        // one member per node
+  EXPECT_EQ(MembersWithin(hw, {2, 2, 4, 8}, 0), 2);  // {0, 2} x {0, 8, 16, 24}
+  EXPECT_EQ(MembersWithin(hw, {2, 2, 4, 8}, 1), 8);
 }
 
 TEST(CostModelTest, AllReduceInsideNvlinkIsARing) {
   const HardwareView hw = TwoTiers();
   const CommCost c = CollectiveTime(hw, Collective::kAllReduce, {8, 1}, 1e9);
-  const double bw = 300e9 * kScaleUpLinkEfficiency, alpha = 1e-6 + kCollectiveOverheadS / 2;
-  EXPECT_DOUBLE_EQ(c.seconds, 2 * (7.0 / 8 * 1e9 / bw + 7 * alpha));
+  const double bw = 300e9 * kScaleUpLinkEfficiency;
+  EXPECT_DOUBLE_EQ(c.seconds, 2 * (7.0 / 8 * 1e9 / bw + 7 * 1e-6) + kCollectiveOverheadS);
   EXPECT_EQ(c.top_tier, 0);
   EXPECT_EQ(c.algorithm, Algorithm::kRing);
 }
@@ -81,8 +82,8 @@ TEST(CostModelTest, RingAcrossNodesUsesEveryNicOfTheNode) {
   const HardwareView hw = TwoTiers();
   // 16 ranks on two full nodes: 8 NICs per node carry the ring.
   const CommCost c = CollectiveTime(hw, Collective::kAllReduce, {16, 1}, 1e9);
-  const double bw = 8 * 25e9 * kScaleOutLinkEfficiency, alpha = 5e-6 + kCollectiveOverheadS / 2;
-  EXPECT_DOUBLE_EQ(c.seconds, 2 * (15.0 / 16 * 1e9 / bw + 15 * alpha));
+  const double bw = 8 * 25e9 * kScaleOutLinkEfficiency;
+  EXPECT_DOUBLE_EQ(c.seconds, 2 * (15.0 / 16 * 1e9 / bw + 15 * 5e-6) + kCollectiveOverheadS);
   EXPECT_EQ(c.top_tier, 1);
   // One rank per node: one NIC each, 8x slower.
   const CommCost d = CollectiveTime(hw, Collective::kAllReduce, {8, 8}, 1e9);
@@ -106,15 +107,15 @@ TEST(CostModelTest, ReduceScatterIsHalfAnAllReduce) {
   const double rs = CollectiveTime(hw, Collective::kReduceScatter, {8, 1}, 1e9).seconds;
   const double ag = CollectiveTime(hw, Collective::kAllGather, {8, 1}, 1e9).seconds;
   EXPECT_DOUBLE_EQ(rs, ag);
-  EXPECT_NEAR(rs + ag, ar, 1e-12);
+  EXPECT_NEAR(rs + ag, ar + kCollectiveOverheadS, 1e-12);  // two calls instead of one
 }
 
 TEST(CostModelTest, AllToAllAndP2p) {
   const HardwareView hw = TwoTiers();
   // 16 ranks over two nodes: half of each GPU's data leaves the node.
   const CommCost a = CollectiveTime(hw, Collective::kAllToAll, {16, 1}, 1e9);
-  EXPECT_DOUBLE_EQ(a.seconds, 0.5e9 / (25e9 * kScaleOutLinkEfficiency) + 5e-6 +
-                                  kCollectiveOverheadS + 15e-6);
+  EXPECT_DOUBLE_EQ(a.seconds,
+                   0.5e9 / (25e9 * kScaleOutLinkEfficiency) + 5e-6 + kCollectiveOverheadS + 15e-6);
   const CommCost p = CollectiveTime(hw, Collective::kP2P, {2, 8}, 1e8);
   EXPECT_DOUBLE_EQ(p.seconds, 1e8 / (25e9 * kScaleOutLinkEfficiency) + 5e-6 + kCollectiveOverheadS);
   EXPECT_EQ(CollectiveTime(hw, Collective::kP2P, {2, 1}, 1e8).top_tier, 0);
@@ -164,7 +165,7 @@ TEST(CostModelTest, BreakdownSumsToTheStep) {
   const double flops = TrainingFlops(job.model, 512, Recompute::kSelective).model;
   EXPECT_NEAR(e->mfu, flops / e->step_s / 64 / 312e12, 1e-12);
   EXPECT_GT(e->mfu, 0.3);
-  EXPECT_LT(e->mfu, 0.6);
+  EXPECT_LT(e->mfu, 0.7);
   EXPECT_EQ(t.comm_tier[static_cast<size_t>(CommPart::kTp)], 0);
   EXPECT_EQ(t.comm_tier[static_cast<size_t>(CommPart::kPp)], 1);
   const MemoryBreakdown& m = e->memory;

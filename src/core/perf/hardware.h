@@ -53,11 +53,11 @@ struct UniformCluster {
   GpuModel gpu;
   int64_t gpus = 0;
   int32_t gpus_per_node = 8;
-  int32_t scale_up_gpus = 0;     // 0 = one node
-  int64_t leaf_gpus = 1024;      // GPUs under one leaf layer (rail group)
-  double scale_up_gbps = 0;      // per GPU, one direction
-  double scale_out_gbps = 0;     // per GPU, one direction
-  double oversubscription = 1;   // of the spine tier
+  int32_t scale_up_gpus = 0;    // 0 = one node
+  int64_t leaf_gpus = 1024;     // GPUs under one leaf layer (rail group)
+  double scale_up_gbps = 0;     // per GPU, one direction
+  double scale_out_gbps = 0;    // per GPU, one direction
+  double oversubscription = 1;  // of the spine tier
 };
 ClusterSpec UniformClusterSpec(const UniformCluster& u);
 

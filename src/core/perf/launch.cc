@@ -58,7 +58,7 @@ void Model(const ModelSpec& m, Args& a) {
   }
 }
 
-void Schedule(const Job& job, const Plan& p, Args& a) {
+void Schedule(const Job& job, const Plan& p, int32_t gpus_per_node, Args& a) {
   a.push_back({"--micro-batch-size", std::to_string(p.micro_batch)});
   a.push_back({"--global-batch-size", std::to_string(job.global_batch)});
   if (p.recompute == Recompute::kSelective) {
@@ -69,7 +69,9 @@ void Schedule(const Job& job, const Plan& p, Args& a) {
     a.push_back({"--recompute-num-layers", "1"});
   }
   if (p.zero >= 1) a.push_back({"--use-distributed-optimizer", ""});
-  if (p.zero >= 2) a.push_back({"--data-parallel-sharding-strategy", "optim_grads" + std::string(p.zero == 3 ? "_params" : "")});
+  if (p.zero >= 2)
+    a.push_back({"--data-parallel-sharding-strategy",
+                 "optim_grads" + std::string(p.zero == 3 ? "_params" : "")});
   if (p.zero >= 2) a.push_back({"--use-custom-fsdp", ""});
   if (job.framework.flash_attention) a.push_back({"--attention-backend", "flash"});
   a.push_back({"--bf16", ""});
@@ -78,7 +80,8 @@ void Schedule(const Job& job, const Plan& p, Args& a) {
     a.push_back({"--overlap-grad-reduce", ""});
     if (p.zero >= 1) a.push_back({"--overlap-param-gather", ""});
   }
-  if (job.framework.tp_comm_overlap && p.tp > 1 && p.sequence_parallel) {
+  if (job.framework.tp_comm_overlap && p.tp > 1 && p.sequence_parallel &&
+      p.tp <= gpus_per_node) {  // userbuffers work inside one node
     a.push_back({"--tp-comm-overlap", ""});
   }
   if (p.order == RankOrder::kTpCpPpDp && p.pp > 1 && p.dp > 1) {
@@ -92,7 +95,7 @@ LaunchConfig MakeLaunch(const Job& job, const Plan& plan, int32_t gpus_per_node)
   LaunchConfig c;
   Parallelism(plan, job.model, c.megatron);
   Model(job.model, c.megatron);
-  Schedule(job, plan, c.megatron);
+  Schedule(job, plan, gpus_per_node, c.megatron);
   DeepSpeedConfig& ds = c.deepspeed;
   ds.train_batch_size = job.global_batch;
   ds.train_micro_batch_size_per_gpu = plan.micro_batch;

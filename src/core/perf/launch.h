@@ -17,7 +17,7 @@
 namespace unipool::perf {
 
 struct DeepSpeedConfig {
-  int64_t train_batch_size = 0;           // sequences per step, all ranks
+  int64_t train_batch_size = 0;  // sequences per step, all ranks
   int32_t train_micro_batch_size_per_gpu = 1;
   int64_t gradient_accumulation_steps = 1;
   int32_t zero_stage = 0;

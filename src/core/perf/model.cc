@@ -11,9 +11,12 @@ const char* FfnActivationName(FfnActivation a) {
 
 const char* RecomputeName(Recompute r) {
   switch (r) {
-    case Recompute::kNone: return "none";
-    case Recompute::kSelective: return "selective";
-    case Recompute::kFull: return "full";
+    case Recompute::kNone:
+      return "none";
+    case Recompute::kSelective:
+      return "selective";
+    case Recompute::kFull:
+      return "full";
   }
   return "none";
 }
@@ -81,12 +84,12 @@ ParamCounts CountParams(const ModelSpec& m) {
   c.embedding = static_cast<double>(m.vocab) * h;
   c.output = m.tied_embeddings ? 0 : c.embedding;
   const double per_layer = c.attention_per_layer + c.norms_per_layer;
-  const double moe_layer_all = (m.moe.experts + m.moe.shared_experts) * c.expert_ffn +
-                               c.router_per_layer;
-  const double moe_layer_active = (m.moe.top_k + m.moe.shared_experts) * c.expert_ffn +
-                                  c.router_per_layer;
-  const double common = m.layers * per_layer + m.dense_layers() * c.dense_ffn_per_layer +
-                        c.embedding + c.output + h;
+  const double moe_layer_all =
+      (m.moe.experts + m.moe.shared_experts) * c.expert_ffn + c.router_per_layer;
+  const double moe_layer_active =
+      (m.moe.top_k + m.moe.shared_experts) * c.expert_ffn + c.router_per_layer;
+  const double common =
+      m.layers * per_layer + m.dense_layers() * c.dense_ffn_per_layer + c.embedding + c.output + h;
   c.total = common + m.moe_layers() * moe_layer_all;
   c.active = common + m.moe_layers() * moe_layer_active;
   return c;

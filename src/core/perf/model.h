@@ -33,11 +33,11 @@ enum class FfnActivation { kGelu, kSwiglu };
 const char* FfnActivationName(FfnActivation a);
 
 struct MoeSpec {
-  int32_t experts = 0;             // routed experts per MoE layer; 0 = dense model
-  int32_t top_k = 0;               // routed experts per token
-  int32_t shared_experts = 0;      // always-active experts per MoE layer
-  int64_t expert_ffn_hidden = 0;   // FFN width of one expert
-  int32_t dense_layers = 0;        // the first layers keep a dense FFN (DeepSeek-V3: 3)
+  int32_t experts = 0;            // routed experts per MoE layer; 0 = dense model
+  int32_t top_k = 0;              // routed experts per token
+  int32_t shared_experts = 0;     // always-active experts per MoE layer
+  int64_t expert_ffn_hidden = 0;  // FFN width of one expert
+  int32_t dense_layers = 0;       // the first layers keep a dense FFN (DeepSeek-V3: 3)
 };
 
 struct ModelSpec {
@@ -47,8 +47,8 @@ struct ModelSpec {
   int64_t ffn_hidden = 0;  // dense FFN width (for MoE: of the dense layers)
   FfnActivation activation = FfnActivation::kGelu;
   int32_t heads = 0;
-  int32_t kv_heads = 0;    // = heads for multi-head, 1 for multi-query, else GQA
-  int64_t head_dim = 0;    // 0 means hidden / heads
+  int32_t kv_heads = 0;  // = heads for multi-head, 1 for multi-query, else GQA
+  int64_t head_dim = 0;  // 0 means hidden / heads
   int64_t vocab = 0;
   int64_t seq_len = 0;
   bool tied_embeddings = false;

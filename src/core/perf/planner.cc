@@ -59,10 +59,9 @@ class TopK {
   void Offer(const Plan& p, const Estimate& e) {
     if (items_.size() == k_ && !Better(p, e, items_.back())) return;
     RankedPlan r{p, e};
-    auto it = std::lower_bound(items_.begin(), items_.end(), r, [this](const RankedPlan& a,
-                                                                       const RankedPlan& b) {
-      return Better(a.plan, a.estimate, b);
-    });
+    auto it = std::lower_bound(
+        items_.begin(), items_.end(), r,
+        [this](const RankedPlan& a, const RankedPlan& b) { return Better(a.plan, a.estimate, b); });
     items_.insert(it, std::move(r));
     if (items_.size() > k_) items_.pop_back();
   }
@@ -107,8 +106,9 @@ void SearchSchedules(SearchState& st, Plan base) {
         vpps = DivisorsUpTo(st.job.model.layers / base.pp, st.o.max_vpp);
       }
       for (int32_t v : Fixed(st.o.vpp, vpps)) {
-        if (v > 1 && (base.pp == 1 || m % base.pp != 0 ||
-                      int64_t{base.pp} * v > st.job.model.layers)) continue;
+        if (v > 1 &&
+            (base.pp == 1 || m % base.pp != 0 || int64_t{base.pp} * v > st.job.model.layers))
+          continue;
         Plan p = base;
         p.vpp = v;
         ++st.result.considered;
@@ -131,8 +131,9 @@ void SearchSchedules(SearchState& st, Plan base) {
 // with this layout and ZeRO stage fits if this alone does not.
 double ModelStateNeed(const SearchState& st, const Plan& p) {
   const ParamCounts pc = CountParams(st.job.model);
-  const double per_gpu_dense = (pc.total - pc.expert_ffn * st.job.model.moe.experts *
-                                              st.job.model.moe_layers()) / p.pp / p.tp;
+  const double per_gpu_dense =
+      (pc.total - pc.expert_ffn * st.job.model.moe.experts * st.job.model.moe_layers()) / p.pp /
+      p.tp;
   const double per_gpu_expert =
       pc.expert_ffn * st.job.model.moe.experts * st.job.model.moe_layers() / p.pp / p.tp / p.ep;
   const int64_t dp = int64_t{p.dp} * p.cp;
@@ -244,8 +245,8 @@ std::string CommReason(const HardwareView& hw, const RankedPlan& best, const Ran
                                               : "the DP group crosses";
     const int below = at - 1;
     return dim + " the " + TierName(hw, below) + " domain (" +
-           std::to_string(hw.tiers[below].group_gpus) + " GPUs) into " + TierName(hw, at) +
-           ": " + growth + " " + what;
+           std::to_string(hw.tiers[below].group_gpus) + " GPUs) into " + TierName(hw, at) + ": " +
+           growth + " " + what;
   }
   return growth + " exposed " + what;
 }
@@ -293,8 +294,7 @@ std::string ExplainLoss(const HardwareView& hw, const RankedPlan& best, const Ra
   // "+38%" of the component, or, when the best plan has none of it, its
   // share of the best plan's step.
   const std::string growth =
-      c.best > 0 ? Pct(c.alt / c.best - 1)
-                 : Pct((c.alt - c.best) / b.step_s) + " of the step in";
+      c.best > 0 ? Pct(c.alt / c.best - 1) : Pct((c.alt - c.best) / b.step_s) + " of the step in";
   std::string why;
   if (worst >= 4) {
     why = CommReason(hw, best, alt, static_cast<CommPart>(worst - 4), growth);
@@ -309,8 +309,8 @@ std::string ExplainLoss(const HardwareView& hw, const RankedPlan& best, const Ra
                   a.gemm_efficiency * 100, b.gemm_efficiency * 100, growth.c_str());
     why = buf;
   } else if (c.name == "recompute") {
-    why = std::string(RecomputeName(alt.plan.recompute)) + " recomputation: " + growth +
-          " recompute";
+    why =
+        std::string(RecomputeName(alt.plan.recompute)) + " recomputation: " + growth + " recompute";
   } else {
     why = growth + " " + c.name;
   }
@@ -385,9 +385,10 @@ std::string WhyBest(const HardwareView& hw, const RankedPlan& best) {
   std::string s = buf;
   const int tp_tier = e.time.comm_tier[static_cast<size_t>(CommPart::kTp)];
   if (p.tp > 1) {
-    s += tp_tier <= 0 ? "TP=" + std::to_string(p.tp) + " stays inside the " + TierName(hw, 0) +
-                            " domain (" + std::to_string(hw.tiers[0].group_gpus) + " GPUs); "
-                      : "TP=" + std::to_string(p.tp) + " spans up to " + TierName(hw, tp_tier) + "; ";
+    s += tp_tier <= 0
+             ? "TP=" + std::to_string(p.tp) + " stays inside the " + TierName(hw, 0) + " domain (" +
+                   std::to_string(hw.tiers[0].group_gpus) + " GPUs); "
+             : "TP=" + std::to_string(p.tp) + " spans up to " + TierName(hw, tp_tier) + "; ";
   }
   const double exposed = ToSeconds(e.time.exposed_comm());
   double total = 0;
@@ -410,8 +411,12 @@ void Explain(const Job& job, const HardwareView& hw, PlanSearch& r) {
     if (std::find(seen.begin(), seen.end(), p) != seen.end()) return;
     seen.push_back(p);
     RankedPlan alt{p, e};
-    Alternative a{p, e, PlanDiff(best.plan, p), ExplainLoss(hw, best, alt),
-                  e.memory.fits() ? e.step_s / best.estimate.step_s - 1 : 0, e.memory.fits()};
+    Alternative a{p,
+                  e,
+                  PlanDiff(best.plan, p),
+                  ExplainLoss(hw, best, alt),
+                  e.memory.fits() ? e.step_s / best.estimate.step_s - 1 : 0,
+                  e.memory.fits()};
     r.alternatives.push_back(std::move(a));
   };
   for (size_t i = 1; i < r.top.size(); ++i) add(r.top[i].plan, r.top[i].estimate);

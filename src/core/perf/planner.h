@@ -56,19 +56,19 @@ struct RankedPlan {
 struct Alternative {
   Plan plan;
   Estimate estimate;
-  std::string change;  // what differs from the best: "tp16 dp64"
-  std::string reason;  // "TP=16 crosses the 'nvlink' domain (8 GPUs): +38% TP communication"
-  double slowdown = 0; // step time / best step time - 1; 0 when it does not fit
+  std::string change;   // what differs from the best: "tp16 dp64"
+  std::string reason;   // "TP=16 crosses the 'nvlink' domain (8 GPUs): +38% TP communication"
+  double slowdown = 0;  // step time / best step time - 1; 0 when it does not fit
   bool fits = true;
 };
 
 struct PlanSearch {
-  std::vector<RankedPlan> top;  // fastest first; size <= top_k
-  std::string why_best;         // filled when explain
+  std::vector<RankedPlan> top;            // fastest first; size <= top_k
+  std::string why_best;                   // filled when explain
   std::vector<Alternative> alternatives;  // filled when explain
-  int64_t considered = 0;       // plans enumerated
-  int64_t evaluated = 0;        // plans fully costed
-  int64_t pruned_memory = 0;    // rejected for memory
+  int64_t considered = 0;                 // plans enumerated
+  int64_t evaluated = 0;                  // plans fully costed
+  int64_t pruned_memory = 0;              // rejected for memory
 };
 
 // Errors: kInvalidArgument when no plan is valid at all (e.g. nothing divides

@@ -48,6 +48,7 @@ TEST(PlannerTest, FixedDimensionsAreRespected) {
   SearchOptions o;
   o.tp = 4;
   o.pp = 4;
+  o.cp = 1;
   o.zero = 1;
   o.recompute = Recompute::kFull;
   Result<PlanSearch> r = Search(job, View(256), o);
@@ -101,8 +102,7 @@ TEST(PlannerTest, NothingFitsIsResourceExhausted) {
 
 TEST(PlannerTest, NoValidSplitIsInvalidArgument) {
   Job job{*FindBuiltinModel("llama3-8b"), 0, {}};
-  EXPECT_EQ(Search(job, View(64), SearchOptions{}).status().code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(Search(job, View(64), SearchOptions{}).status().code(), StatusCode::kInvalidArgument);
   job.global_batch = 3;  // no DP size of 64 GPUs divides 3 with TP, PP, CP this model allows
   SearchOptions o;
   o.tp = 1;

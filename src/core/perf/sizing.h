@@ -43,12 +43,12 @@ struct FailureModel {
 
 struct FailureOverhead {
   double mtbf_s = 0;
-  double checkpoint_bytes = 0;   // bf16 weights + fp32 optimizer state
+  double checkpoint_bytes = 0;  // bf16 weights + fp32 optimizer state
   double checkpoint_write_s = 0;
-  double interval_s = 0;         // Young/Daly optimum
+  double interval_s = 0;  // Young/Daly optimum
   double expected_failures = 0;
-  double wall_s = 0;             // work plus checkpoints, restarts and lost work
-  bool finishes = true;          // false when failures outpace progress
+  double wall_s = 0;     // work plus checkpoints, restarts and lost work
+  bool finishes = true;  // false when failures outpace progress
 };
 
 // The expected wall time of `work_s` seconds of training on `nodes` nodes.
@@ -64,9 +64,9 @@ struct SizingOption {
 };
 
 struct SizingResult {
-  SizingOption chosen;               // the smallest that meets the target, else the fastest
-  std::vector<SizingOption> tried;   // every count that had a plan, ascending
-  PlanSearch search;                 // the full search at the chosen size
+  SizingOption chosen;              // the smallest that meets the target, else the fastest
+  std::vector<SizingOption> tried;  // every count that had a plan, ascending
+  PlanSearch search;                // the full search at the chosen size
 };
 
 // GPU counts tried: scale-up-domain multiples 2^k and 1.5 x 2^k, from one

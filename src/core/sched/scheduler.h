@@ -148,6 +148,9 @@ class Scheduler {
   int64_t pending_count() const { return static_cast<int64_t>(pending_count_); }
   int64_t running_count() const { return static_cast<int64_t>(running_.size()); }
   Gpus allocated_gpus() const { return allocated_; }
+  // Jobs with GPUs on `node`.
+  const std::vector<JobId>& JobsOn(NodeId node) const { return node_jobs_[node.value()]; }
+  NodeState node_state(NodeId node) const { return node_state_[node.value()]; }
   // The free-capacity index of the whole cluster (read-only).
   const Pool& pool() const { return global_; }
   // Free usable GPUs in the whole cluster.

@@ -1,0 +1,135 @@
+// End-to-end tests of `unipool plan`: presets and files, JSON output, the
+// launch settings, sizing, and one-line errors with exit code 2.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_test_util.h"
+
+namespace unipool {
+namespace {
+
+using nlohmann::json;
+using testing::RunUnipool;
+namespace fs = std::filesystem;
+
+TEST(PlanCommandTest, Llama405bOnTheLlama3Cluster) {
+  testing::RunResult r =
+      RunUnipool({"plan", "-m", "llama3-405b", "-c", "examples/clusters/llama3-16k.yaml", "-b",
+                  "2048", "-o", "json", "--explain", "-k", "3"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["hardware"]["gpus"], 16384);
+  ASSERT_EQ(j["plans"].size(), 3u);
+  const json& best = j["plans"][0];
+  EXPECT_EQ(best["plan"]["tp"].get<int>() * best["plan"]["pp"].get<int>() *
+                best["plan"]["dp"].get<int>() * best["plan"]["cp"].get<int>(),
+            16384);
+  EXPECT_GT(best["mfu"].get<double>(), 0.25);  // Llama 3 reports 38-43% MFU at this size
+  EXPECT_LT(best["mfu"].get<double>(), 0.6);
+  EXPECT_FALSE(j["explain"]["alternatives"].empty());
+  EXPECT_NE(j["launch"]["torchrun"].get<std::string>().find("--nnodes 2048"), std::string::npos);
+}
+
+TEST(PlanCommandTest, ModelFileAndUniformCluster) {
+  testing::RunResult r = RunUnipool({"plan", "-m", "examples/models/mixtral-8x7b.yaml", "-g", "64",
+                                     "--gpu", "A100-SXM4-80GB", "--explain"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("Model mixtral-8x7b: 46.7B parameters (12.9B active)"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("Why it wins:"), std::string::npos);
+  EXPECT_NE(r.out.find("--num-experts 8"), std::string::npos);
+}
+
+TEST(PlanCommandTest, FixedPlanIsEvaluated) {
+  testing::RunResult r = RunUnipool({"plan",
+                                     "-m",
+                                     "gpt3-175b",
+                                     "-g",
+                                     "64",
+                                     "--gpu",
+                                     "A100-SXM4-80GB",
+                                     "-b",
+                                     "64",
+                                     "--tp",
+                                     "8",
+                                     "--pp",
+                                     "8",
+                                     "--vpp",
+                                     "3",
+                                     "--mbs",
+                                     "1",
+                                     "--recompute",
+                                     "selective",
+                                     "--zero",
+                                     "0",
+                                     "--no-flash-attention",
+                                     "--no-tp-overlap",
+                                     "-o",
+                                     "json",
+                                     "-k",
+                                     "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json p = json::parse(r.out)["plans"][0];
+  EXPECT_EQ(p["plan"]["summary"], "tp8 pp8 v3 dp1 cp1 ep1 mbs1 zero0 rc=selective sp");
+  // Korthikanti et al. Table 5 measured 13.75 s per step for this run.
+  EXPECT_NEAR(p["step_s"].get<double>(), 13.75, 13.75 * 0.15);
+}
+
+TEST(PlanCommandTest, SizingChoosesTheGpuCount) {
+  testing::RunResult r = RunUnipool({"plan", "-m", "llama3-8b", "--train-tokens", "1e12",
+                                     "--deadline-days", "20", "--max-gpus", "4096", "-o", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json s = json::parse(r.out)["sizing"];
+  EXPECT_TRUE(s["meets_target"].get<bool>());
+  EXPECT_LE(s["wall_s"].get<double>(), 20 * 86400.0);
+  EXPECT_GT(s["expected_failures"].get<double>(), 0);
+  EXPECT_GE(s["tried"].size(), 2u);
+}
+
+TEST(PlanCommandTest, ListsPresets) {
+  testing::RunResult r = RunUnipool({"plan", "--list-models"});
+  ASSERT_EQ(r.exit_code, 0);
+  for (const char* name :
+       {"gpt3-175b", "llama3-8b", "llama3-70b", "llama3-405b", "mixtral-8x7b", "deepseek-v3"}) {
+    EXPECT_NE(r.out.find(name), std::string::npos) << name;
+  }
+}
+
+TEST(PlanCommandTest, BadInputExitsTwoWithOneLine) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"plan", "-m", "no-such-model", "-g", "8"},
+        std::vector<std::string>{"plan", "-m", "llama3-8b"},
+        std::vector<std::string>{"plan", "-m", "llama3-8b", "-g", "12"},
+        std::vector<std::string>{"plan", "-m", "llama3-8b", "-c", "examples/clusters/devbox.yaml",
+                                 "-g", "100000"},
+        std::vector<std::string>{"plan", "-m", "llama3-8b", "-g", "8", "--gpu", "Z9"},
+        std::vector<std::string>{"plan", "-m", "llama3-8b", "-g", "8", "--deadline-days", "3"}}) {
+    testing::RunResult r = RunUnipool(args);
+    EXPECT_EQ(r.exit_code, 2) << args[2] << " " << r.err;
+    EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
+  }
+}
+
+TEST(PlanCommandTest, NothingFitsExitsOne) {
+  testing::RunResult r = RunUnipool({"plan", "-m", "llama3-405b", "-g", "8"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("no plan fits"), std::string::npos) << r.err;
+}
+
+TEST(PlanCommandTest, MalformedModelFiles) {
+  const fs::path dir = fs::path(UNIPOOL_SOURCE_DIR) / "testdata/models/bad";
+  for (const auto& f : fs::directory_iterator(dir)) {
+    if (f.path().extension() != ".yaml") continue;
+    const std::string rel = "testdata/models/bad/" + f.path().filename().string();
+    testing::RunResult r = RunUnipool({"plan", "-m", rel, "-g", "8"});
+    EXPECT_EQ(r.exit_code, 2) << rel;
+    EXPECT_EQ(r.err, testing::ReadSourceFile(fs::path(rel).replace_extension(".err").string()))
+        << rel;
+  }
+}
+
+}  // namespace
+}  // namespace unipool

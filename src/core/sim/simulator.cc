@@ -1,0 +1,535 @@
+#include "core/sim/simulator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <queue>
+
+#include "core/sim/young_daly.h"
+
+namespace unipool::sim {
+namespace {
+
+using sched::JobId;
+
+enum class Ev : uint8_t {
+  kArrival,       // a: job
+  kBeginCompute,  // a: job, b: epoch (restart done)
+  kEndCompute,    // a: job, b: epoch
+  kEndWrite,      // a: job, b: epoch (checkpoint written)
+  kStopDone,      // a: job, b: epoch (a preempted job is gone)
+  kFailure,       // a: process
+  kDetect,        // a: process, b: instance
+  kRepair,        // a: process, b: instance
+  kMaintStart,    // a: maintenance window, b: group
+  kMaintEnd,      // a: maintenance window, b: group
+  kSample,
+};
+
+struct Event {
+  Time t;
+  uint64_t seq;
+  Ev kind;
+  int64_t a;
+  int64_t b;
+  bool operator>(const Event& o) const { return t != o.t ? t > o.t : seq > o.seq; }
+};
+
+// Where a job is in its current run.
+enum class Phase { kQueued, kRestarting, kComputing, kWriting, kStopping, kDead, kDone };
+
+struct JobState {
+  Phase phase = Phase::kQueued;
+  int64_t epoch = 0;
+  Gpus alloc;
+  double rate = 1;          // alloc / gpus: progress per wall second
+  Duration interval;        // compute between checkpoints (0 = never)
+  Duration seg_target;      // work of the current segment
+  Duration seg_done;        // work done in it before seg_start
+  Time seg_start;           // when the current rate began in this segment
+  Time run_start;
+};
+
+}  // namespace
+
+struct Simulator::Impl {
+  Impl(const Topology& topo, const SimConfig& config, const PolicyConfig& policy,
+       const SimHooks& hooks, Rng& rng)
+      : topo(topo), config(config), policy(policy), hooks(hooks), rng(rng),
+        sched(topo, policy.scheduler) {}
+
+  const Topology& topo;
+  const SimConfig& config;
+  const PolicyConfig& policy;
+  const SimHooks& hooks;
+  Rng& rng;
+  sched::Scheduler sched;
+
+  std::vector<SimJob> jobs;
+  std::vector<JobState> state;
+  SimOutput out;
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> queue;
+  uint64_t seq = 0;
+  Time now;
+  Time last_integrated;
+  bool dirty = false;
+  int64_t open_jobs = 0;
+  std::vector<int32_t> down_count;  // per node: failures not yet repaired
+  std::vector<int32_t> node_cause;  // per node: process of its last failure
+  std::vector<std::vector<int64_t>> instance_nodes_cache;
+  int64_t failures_so_far = 0;
+  int64_t nodes_down = 0;
+  int64_t down_gpus = 0;
+
+  void Push(Time t, Ev kind, int64_t a = 0, int64_t b = 0) {
+    queue.push(Event{t, seq++, kind, a, b});
+  }
+
+  // ---- Setup -----------------------------------------------------------------
+
+  Status Setup(std::vector<SimJob> input) {
+    if (config.queues.empty()) return InvalidArgument("simulation: at least one queue is required");
+    for (const QueueConfig& q : config.queues) {
+      Result<sched::QueueId> id = sched.queues().Add(q.spec);
+      if (!id.ok()) return id.status();
+    }
+    std::stable_sort(input.begin(), input.end(), [](const SimJob& a, const SimJob& b) {
+      return std::tie(a.submit, a.id) < std::tie(b.submit, b.id);
+    });
+    jobs = std::move(input);
+    state.resize(jobs.size());
+    out.jobs.resize(jobs.size());
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      const SimJob& j = jobs[i];
+      if (j.queue < 0 || j.queue >= static_cast<int32_t>(config.queues.size())) {
+        return InvalidArgument("job " + j.name + ": unknown queue " + std::to_string(j.queue));
+      }
+      JobRecord& r = out.jobs[i];
+      r.id = j.id;
+      r.name = j.name;
+      r.job_class = j.job_class;
+      r.queue = j.queue;
+      r.gpus = j.gpus;
+      r.submit = j.submit;
+      r.work = j.work;
+      Push(j.submit, Ev::kArrival, static_cast<int64_t>(i));
+    }
+    open_jobs = static_cast<int64_t>(jobs.size());
+    down_count.assign(topo.num_nodes(), 0);
+    node_cause.assign(topo.num_nodes(), 0);
+    out.lost_by_process.assign(config.failures.size(), 0);
+    for (size_t p = 0; p < config.failures.size(); ++p) ScheduleFailure(static_cast<int64_t>(p), Time(0));
+    for (size_t m = 0; m < config.maintenance.size(); ++m) {
+      Push(config.maintenance[m].start, Ev::kMaintStart, static_cast<int64_t>(m), 0);
+    }
+    Push(Time(0), Ev::kSample);
+    out.cluster_gpus = topo.num_gpus().value();
+    out.policy = policy.name;
+    return Status::Ok();
+  }
+
+  // ---- Failures ----------------------------------------------------------------
+
+  int64_t Instances(const FailureProcess& p) const {
+    return p.tier < 0 ? topo.num_nodes() : topo.num_groups(p.tier);
+  }
+
+  double RatePerSecond(const FailureProcess& p) const {
+    if (p.mtbf.value() > 0) return static_cast<double>(Instances(p)) / ToSeconds(p.mtbf);
+    return p.per_1000_node_days * topo.num_nodes() / 1000.0 / 86400.0;
+  }
+
+  void ScheduleFailure(int64_t p, Time after) {
+    const FailureProcess& fp = config.failures[p];
+    const double rate = RatePerSecond(fp);
+    if (rate <= 0) return;
+    const double gap = fp.weibull_shape == 1.0 ? rng.Exponential(1.0 / rate)
+                                               : rng.Weibull(1.0 / rate, fp.weibull_shape);
+    Push(after + Nanoseconds(std::llround(gap * 1e9)), Ev::kFailure, p);
+  }
+
+  std::pair<int32_t, int32_t> NodesOf(const FailureProcess& fp, int64_t instance) const {
+    if (fp.tier < 0) return {static_cast<int32_t>(instance), 1};
+    const GroupId g(static_cast<int32_t>(instance));
+    return {topo.group_first_node(fp.tier, g).value(), topo.group_num_nodes(fp.tier, g)};
+  }
+
+  void OnFailure(int64_t p) {
+    const FailureProcess& fp = config.failures[p];
+    const int64_t instance = static_cast<int64_t>(rng.Below(static_cast<uint64_t>(Instances(fp))));
+    const auto [first, count] = NodesOf(fp, instance);
+    FailureRecord rec{now, static_cast<int32_t>(p), count, 0};
+    for (int32_t n = first; n < first + count; ++n) {
+      if (down_count[n]++ > 0) continue;  // already down
+      node_cause[n] = static_cast<int32_t>(p);
+      nodes_down++;
+      down_gpus += topo.node_gpus(NodeId(n)).value();
+      // Jobs on the node stop making progress now; the scheduler learns of
+      // it only after the detection delay.
+      for (JobId id : sched.JobsOn(NodeId(n))) {
+        const int64_t i = Index(id);
+        JobState& s = state[i];
+        if (s.phase == Phase::kDead || s.phase == Phase::kQueued || s.phase == Phase::kDone) continue;
+        s.phase = Phase::kDead;
+        s.epoch++;
+        out.jobs[i].failures++;
+        rec.jobs_hit++;
+      }
+    }
+    out.failures.push_back(rec);
+    failures_so_far++;
+    Push(now + fp.detection, Ev::kDetect, p, instance);
+    ScheduleFailure(p, now);
+  }
+
+  void OnDetect(int64_t p, int64_t instance) {
+    const FailureProcess& fp = config.failures[p];
+    const auto [first, count] = NodesOf(fp, instance);
+    for (int32_t n = first; n < first + count; ++n) {
+      if (down_count[n] > 0 && sched.node_state(NodeId(n)) != NodeState::kDown) {
+        (void)sched.SetNodeState(NodeId(n), NodeState::kDown, now);
+      }
+    }
+    const Duration repair = fp.repair.value() > 0
+                                ? Nanoseconds(std::llround(rng.Exponential(ToSeconds(fp.repair)) * 1e9))
+                                : Duration(0);
+    Push(now + repair, Ev::kRepair, p, instance);
+    dirty = true;
+  }
+
+  void OnRepair(int64_t p, int64_t instance) {
+    const auto [first, count] = NodesOf(config.failures[p], instance);
+    for (int32_t n = first; n < first + count; ++n) {
+      if (--down_count[n] > 0) continue;
+      nodes_down--;
+      down_gpus -= topo.node_gpus(NodeId(n)).value();
+      if (sched.node_state(NodeId(n)) == NodeState::kDown) {
+        (void)sched.SetNodeState(NodeId(n), NodeState::kUp, now);
+      }
+    }
+    dirty = true;
+  }
+
+  void OnMaintenance(int64_t m, int64_t group, bool start) {
+    const Maintenance& mw = config.maintenance[m];
+    const GroupId g(static_cast<int32_t>(group));
+    const NodeId first = topo.group_first_node(mw.tier, g);
+    for (int32_t n = first.value(); n < first.value() + topo.group_num_nodes(mw.tier, g); ++n) {
+      const NodeState st = sched.node_state(NodeId(n));
+      if (start && st == NodeState::kUp) (void)sched.SetNodeState(NodeId(n), NodeState::kDrained, now);
+      if (!start && st == NodeState::kDrained) (void)sched.SetNodeState(NodeId(n), NodeState::kUp, now);
+    }
+    if (start) {
+      Push(now + mw.length, Ev::kMaintEnd, m, group);
+    } else if (group + 1 < topo.num_groups(mw.tier)) {
+      Push(now, Ev::kMaintStart, m, group + 1);
+    } else if (mw.every.value() > 0) {
+      Push(now + mw.every, Ev::kMaintStart, m, 0);
+    }
+    dirty = true;
+  }
+
+  // ---- Job runs ------------------------------------------------------------------
+
+  // The scheduler knows job i (in submit order) as id i + 1.
+  static JobId Sid(int64_t i) { return JobId(i + 1); }
+  static int64_t Index(JobId id) { return id.value() - 1; }
+
+  Duration Interval(const SimJob& j, Gpus alloc) const {
+    CheckpointMode mode = j.checkpoint;
+    Duration fixed = j.checkpoint_interval;
+    if (policy.override_checkpoint) {
+      mode = policy.checkpoint;
+      fixed = policy.checkpoint_interval;
+    }
+    switch (mode) {
+      case CheckpointMode::kNone: return Duration(0);
+      case CheckpointMode::kFixed: return fixed;
+      case CheckpointMode::kYoungDaly: {
+        // The job's MTBF from the node-level failure rates of its nodes.
+        double per_node = 0;
+        for (const FailureProcess& fp : config.failures) {
+          per_node += RatePerSecond(fp) / std::max(1, topo.num_nodes());
+        }
+        const int64_t k = std::max<int64_t>(1, topo.node_gpus(NodeId(0)).value());
+        const int64_t nodes = std::max<int64_t>(1, (alloc.value() + k - 1) / k);
+        if (per_node <= 0 || j.checkpoint_cost.value() <= 0) return Duration(0);
+        const Duration mtbf = Nanoseconds(std::llround(1e9 / (per_node * nodes)));
+        return DalyInterval(j.checkpoint_cost, mtbf);
+      }
+    }
+    return Duration(0);
+  }
+
+  void Start(int64_t i, Gpus alloc) {
+    const SimJob& j = jobs[i];
+    JobState& s = state[i];
+    s.phase = Phase::kRestarting;
+    s.epoch++;
+    s.alloc = alloc;
+    s.rate = static_cast<double>(alloc.value()) / static_cast<double>(j.gpus.value());
+    s.interval = Interval(j, alloc);
+    s.run_start = now;
+    if (out.jobs[i].first_start.value() < 0) out.jobs[i].first_start = now;
+    Push(now + j.restart_cost, Ev::kBeginCompute, i, s.epoch);
+  }
+
+  Duration WallFor(Duration work, double rate) const {
+    return Nanoseconds(static_cast<int64_t>(std::ceil(static_cast<double>(work.value()) / rate)));
+  }
+
+  void BeginSegment(int64_t i) {
+    const SimJob& j = jobs[i];
+    JobState& s = state[i];
+    const Duration left = j.work - out.jobs[i].committed;
+    s.seg_target = s.interval.value() > 0 ? std::min(s.interval, left) : left;
+    s.seg_done = Duration(0);
+    s.seg_start = now;
+    s.phase = Phase::kComputing;
+    Push(now + WallFor(s.seg_target, s.rate), Ev::kEndCompute, i, s.epoch);
+  }
+
+  Duration SegmentProgress(const JobState& s) const {
+    const double done = static_cast<double>((now - s.seg_start).value()) * s.rate;
+    return std::min(s.seg_target, s.seg_done + Nanoseconds(static_cast<int64_t>(done)));
+  }
+
+  void Commit(int64_t i, Duration work) {
+    out.jobs[i].committed += work;
+    out.useful_gpu_seconds += ToSeconds(work) * static_cast<double>(jobs[i].gpus.value());
+  }
+
+  void EndCompute(int64_t i) {
+    const SimJob& j = jobs[i];
+    JobState& s = state[i];
+    if (out.jobs[i].committed + s.seg_target >= j.work) {  // done
+      Commit(i, s.seg_target);
+      s.phase = Phase::kDone;
+      out.jobs[i].end = now;
+      out.jobs[i].held += now - s.run_start;
+      --open_jobs;
+      (void)sched.Finish(Sid(i), now);
+      dirty = true;
+      return;
+    }
+    s.phase = Phase::kWriting;
+    Push(now + j.checkpoint_cost, Ev::kEndWrite, i, s.epoch);
+  }
+
+  void EndWrite(int64_t i) {
+    Commit(i, state[i].seg_target);
+    (void)sched.Checkpointed(Sid(i), now);
+    BeginSegment(i);
+  }
+
+  // SIGTERM: checkpoint if the grace period allows, then stop.
+  void Preempt(int64_t i, Time deadline) {
+    JobState& s = state[i];
+    out.jobs[i].preemptions++;
+    out.preemptions++;
+    Duration saved(0);
+    Time stop = now;
+    if (s.phase == Phase::kComputing || s.phase == Phase::kWriting) {
+      const Duration progress = s.phase == Phase::kWriting ? s.seg_target : SegmentProgress(s);
+      if (now + jobs[i].checkpoint_cost <= deadline && progress.value() > 0) {
+        saved = progress;
+        stop = now + jobs[i].checkpoint_cost;
+      } else {
+        stop = deadline;
+      }
+    } else if (s.phase == Phase::kDead) {
+      return;  // a failure got there first
+    }
+    s.phase = Phase::kStopping;
+    s.epoch++;
+    s.seg_target = saved;  // committed when the stop completes
+    Push(stop, Ev::kStopDone, i, s.epoch);
+  }
+
+  void StopDone(int64_t i) {
+    JobState& s = state[i];
+    if (s.seg_target.value() > 0) {
+      Commit(i, s.seg_target);
+      (void)sched.Checkpointed(Sid(i), now);
+    }
+    out.jobs[i].held += now - s.run_start;
+    s.phase = Phase::kQueued;
+    s.epoch++;
+    (void)sched.Stopped(Sid(i), now);
+    dirty = true;
+  }
+
+  void Resize(int64_t i, Gpus alloc) {
+    JobState& s = state[i];
+    if (s.phase == Phase::kComputing) {
+      s.seg_done = SegmentProgress(s);
+      s.seg_start = now;
+    }
+    s.alloc = alloc;
+    s.rate = static_cast<double>(alloc.value()) / static_cast<double>(jobs[i].gpus.value());
+    if (s.phase == Phase::kComputing) {
+      s.epoch++;
+      Push(now + WallFor(s.seg_target - s.seg_done, s.rate), Ev::kEndCompute, i, s.epoch);
+    }
+  }
+
+  // ---- Scheduler -----------------------------------------------------------------
+
+  void Submit(int64_t i) {
+    const SimJob& j = jobs[i];
+    sched::JobSpec spec;
+    spec.id = Sid(i);
+    spec.name = j.name;
+    spec.queue = sched::QueueId(j.queue);
+    spec.priority = j.priority;
+    spec.preemptible = j.preemptible;
+    spec.gpus = j.gpus;
+    spec.task_gpus = j.task_gpus;
+    if (j.min_gpus.value() > 0 && j.min_gpus < j.gpus) {
+      const int64_t task = j.task_gpus > 0 ? j.task_gpus : std::min<int64_t>(j.gpus.value(), 8);
+      spec.min_gpus = Gpus(std::max<int64_t>(task, j.min_gpus.value() / task * task));
+      spec.step = Gpus(task);
+      if ((j.gpus.value() - spec.min_gpus.value()) % task != 0) spec.min_gpus = Gpus(0);
+    }
+    spec.runtime_estimate = j.runtime_estimate;
+    spec.checkpoint_cost = j.checkpoint_cost;
+    spec.restart_cost = j.restart_cost;
+    Status st = sched.Submit(spec, now);
+    if (!st.ok()) {  // a shape the cluster can never hold
+      out.jobs[i].infeasible = true;
+      --open_jobs;
+    }
+    dirty = true;
+  }
+
+  void Cycle() {
+    const int64_t t0 = hooks.wall_clock_ns ? hooks.wall_clock_ns() : 0;
+    std::vector<sched::Decision> decisions = sched.Schedule(now);
+    if (hooks.wall_clock_ns) out.cycle_wall_ns.push_back(hooks.wall_clock_ns() - t0);
+    out.cycles++;
+    out.decisions += static_cast<int64_t>(decisions.size());
+    for (const sched::Decision& d : decisions) Apply(d);
+  }
+
+  void Apply(const sched::Decision& d) {
+    if (const auto* s = std::get_if<sched::StartJob>(&d)) {
+      Start(Index(s->job), s->placement.gpus());
+    } else if (const auto* p = std::get_if<sched::PreemptJob>(&d)) {
+      out.preempted_lost_gpu_seconds += p->lost_gpu_seconds;
+      out.jobs[Index(p->job)].lost_gpu_seconds += p->lost_gpu_seconds;
+      Preempt(Index(p->job), p->deadline);
+    } else if (const auto* r = std::get_if<sched::ResizeJob>(&d)) {
+      Resize(Index(r->job), r->placement.gpus());
+    } else if (const auto* q = std::get_if<sched::RequeueJob>(&d)) {
+      const int64_t i = Index(q->job);
+      out.failed_lost_gpu_seconds += q->lost_gpu_seconds;
+      if (q->failed_node.valid() && !out.lost_by_process.empty()) {
+        out.lost_by_process[node_cause[q->failed_node.value()]] += q->lost_gpu_seconds;
+      }
+      out.jobs[i].lost_gpu_seconds += q->lost_gpu_seconds;
+      out.jobs[i].held += now - state[i].run_start;
+      state[i].phase = Phase::kQueued;
+      state[i].epoch++;
+    } else if (const auto* f = std::get_if<sched::FailJob>(&d)) {
+      const int64_t i = Index(f->job);
+      if (!out.jobs[i].infeasible) --open_jobs;
+      out.jobs[i].infeasible = true;
+    } else if (std::holds_alternative<sched::CordonNode>(d)) {
+      out.cordoned_nodes++;
+    }
+  }
+
+  void TakeSample() {
+    Sample s;
+    s.t = now;
+    s.allocated_gpus = sched.allocated_gpus().value();
+    s.down_gpus = down_gpus;
+    s.running_jobs = sched.running_count();
+    s.pending_jobs = sched.pending_count();
+    s.failures = failures_so_far;
+    s.lost_gpu_seconds = out.failed_lost_gpu_seconds + out.preempted_lost_gpu_seconds;
+    out.series.push_back(s);
+    Push(now + config.sample_interval, Ev::kSample);
+  }
+
+  // ---- Main loop -----------------------------------------------------------------
+
+  void Handle(const Event& e) {
+    const auto live = [&](int64_t i) { return state[i].epoch == e.b; };
+    switch (e.kind) {
+      case Ev::kArrival: Submit(e.a); break;
+      case Ev::kBeginCompute: if (live(e.a)) BeginSegment(e.a); break;
+      case Ev::kEndCompute: if (live(e.a)) EndCompute(e.a); break;
+      case Ev::kEndWrite: if (live(e.a)) EndWrite(e.a); break;
+      case Ev::kStopDone: if (live(e.a)) StopDone(e.a); break;
+      case Ev::kFailure: OnFailure(e.a); break;
+      case Ev::kDetect: OnDetect(e.a, e.b); break;
+      case Ev::kRepair: OnRepair(e.a, e.b); break;
+      case Ev::kMaintStart: OnMaintenance(e.a, e.b, true); break;
+      case Ev::kMaintEnd: OnMaintenance(e.a, e.b, false); break;
+      case Ev::kSample: TakeSample(); break;
+    }
+  }
+
+  // Without a horizon: nothing runs, nothing more arrives, every node is up
+  // and no maintenance is planned, yet jobs remain: they can never run.
+  bool Stuck() const {
+    return config.horizon.value() == 0 && open_jobs > 0 && sched.running_count() == 0 &&
+           next_arrival >= jobs.size() && nodes_down == 0 && config.maintenance.empty();
+  }
+
+  size_t next_arrival = 0;
+
+  void Loop() {
+    const Time horizon = config.horizon.value() > 0 ? config.horizon : Time(INT64_MAX);
+    const double span = config.horizon.value() > 0
+                            ? static_cast<double>(config.horizon.value())
+                            : static_cast<double>(jobs.empty() ? 1 : jobs.back().submit.value() + 1);
+    while (!queue.empty()) {
+      const Time t = queue.top().t;
+      if (t > horizon) break;
+      out.allocated_gpu_seconds += ToSeconds(t - last_integrated) * sched.allocated_gpus().value();
+      out.down_gpu_seconds += ToSeconds(t - last_integrated) * static_cast<double>(down_gpus);
+      last_integrated = t;
+      now = t;
+      while (!queue.empty() && queue.top().t == t) {
+        const Event e = queue.top();
+        queue.pop();
+        if (e.kind == Ev::kArrival) next_arrival = static_cast<size_t>(e.a) + 1;
+        Handle(e);
+        out.events++;
+      }
+      if (dirty) {
+        Cycle();
+        dirty = false;
+        if (Stuck()) break;
+      }
+      if (open_jobs == 0 && config.horizon.value() == 0) break;
+      if (hooks.progress && (out.events & 0xFFF) == 0) {
+        hooks.progress(std::min(1.0, static_cast<double>(now.value()) / span));
+      }
+    }
+    out.end = config.horizon.value() > 0 ? horizon : now;
+    if (config.horizon.value() > 0) {
+      out.allocated_gpu_seconds += ToSeconds(horizon - last_integrated) * sched.allocated_gpus().value();
+      out.down_gpu_seconds += ToSeconds(horizon - last_integrated) * static_cast<double>(down_gpus);
+    }
+    for (size_t i = 0; i < state.size(); ++i) {  // still holding GPUs at the end
+      const Phase p = state[i].phase;
+      if (p != Phase::kQueued && p != Phase::kDone) out.jobs[i].held += out.end - state[i].run_start;
+    }
+    if (hooks.progress) hooks.progress(1.0);
+  }
+};
+
+Simulator::Simulator(const Topology& topo, SimConfig config, PolicyConfig policy, SimHooks hooks)
+    : topo_(topo), config_(std::move(config)), policy_(std::move(policy)), hooks_(std::move(hooks)) {}
+
+Result<SimOutput> Simulator::Run(std::vector<SimJob> jobs, Rng& rng) {
+  Impl impl(topo_, config_, policy_, hooks_, rng);
+  UNIPOOL_RETURN_IF_ERROR(impl.Setup(std::move(jobs)));
+  impl.Loop();
+  return std::move(impl.out);
+}
+
+}  // namespace unipool::sim

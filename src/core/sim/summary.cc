@@ -1,0 +1,134 @@
+#include "core/sim/summary.h"
+
+#include <algorithm>
+#include <map>
+
+namespace unipool::sim {
+
+Percentiles PercentilesOf(std::vector<double> v) {
+  Percentiles p;
+  p.count = static_cast<int64_t>(v.size());
+  if (v.empty()) return p;
+  std::sort(v.begin(), v.end());
+  auto at = [&](double q) { return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)]; };
+  p.p50 = at(0.5);
+  p.p90 = at(0.9);
+  p.p99 = at(0.99);
+  return p;
+}
+
+static const int64_t kBucketTop[] = {1, 8, 64, 512, 4096, 32768};
+static const char* kBucketName[] = {"1", "2-8", "9-64", "65-512", "513-4K", "4K-32K", "32K+"};
+
+static int BucketIndex(int64_t gpus) {
+  int b = 0;
+  while (b < 6 && gpus > kBucketTop[b]) ++b;
+  return b;
+}
+
+std::string SizeBucket(int64_t gpus) { return kBucketName[BucketIndex(gpus)]; }
+
+namespace {
+
+// Accumulates one GroupRow.
+struct Acc {
+  GroupRow row;
+  std::vector<double> jct, wait;
+  double useful = 0, wall = 0, held_hours = 0;
+
+  void Add(const JobRecord& j, Time end) {
+    row.jobs++;
+    row.failures += j.failures;
+    row.preemptions += j.preemptions;
+    row.lost_gpu_hours += static_cast<double>(j.lost_gpu_seconds) / 3600;
+    held_hours += ToSeconds(j.held) / 3600;
+    if (j.first_start.value() < 0) return;
+    wait.push_back(ToSeconds(j.first_start - j.submit));
+    const Time stop = j.end.value() >= 0 ? j.end : end;
+    const double w = ToSeconds(stop - j.first_start);
+    if (j.end.value() >= 0) {
+      row.done++;
+      jct.push_back(ToSeconds(j.end - j.submit));
+    }
+    if (w > 0) {
+      const double g = static_cast<double>(j.gpus.value());
+      useful += ToSeconds(j.committed) * g;
+      wall += w * g;
+    }
+  }
+
+  GroupRow Finish() {
+    row.jct = PercentilesOf(std::move(jct));
+    row.wait = PercentilesOf(std::move(wait));
+    row.ettr = wall > 0 ? useful / wall : 0;
+    row.mtti_hours = row.failures > 0 ? held_hours / static_cast<double>(row.failures) : 0;
+    return row;
+  }
+};
+
+}  // namespace
+
+Summary Summarize(const SimOutput& out, const SimConfig& config) {
+  Summary s;
+  s.policy = out.policy;
+  s.days = ToSeconds(out.end) / 86400;
+  s.gpus = out.cluster_gpus;
+  const double total = static_cast<double>(out.cluster_gpus) * ToSeconds(out.end);
+  s.utilization_allocated = total > 0 ? out.allocated_gpu_seconds / total : 0;
+  s.utilization_useful = total > 0 ? out.useful_gpu_seconds / total : 0;
+  const double available = total - out.down_gpu_seconds;
+  s.goodput = available > 0 ? out.useful_gpu_seconds / available : 0;
+  std::map<int, Acc> sizes;
+  std::map<int32_t, Acc> queues;
+  Acc all;
+  for (const JobRecord& j : out.jobs) {
+    s.jobs++;
+    if (j.infeasible) {
+      s.infeasible++;
+      continue;
+    }
+    if (j.end.value() >= 0) {
+      s.done++;
+      s.gpu_hours_done += ToSeconds(j.work) * static_cast<double>(j.gpus.value()) / 3600;
+    } else {
+      s.unfinished++;
+    }
+    sizes[BucketIndex(j.gpus.value())].Add(j, out.end);
+    queues[j.queue].Add(j, out.end);
+    all.Add(j, out.end);
+  }
+  s.ettr = all.Finish().ettr;
+  for (auto& [b, acc] : sizes) {
+    acc.row.name = kBucketName[b];
+    s.by_size.push_back(acc.Finish());
+  }
+  for (auto& [q, acc] : queues) {
+    acc.row.name = q < static_cast<int32_t>(config.queues.size()) ? config.queues[q].spec.name : "?";
+    s.by_queue.push_back(acc.Finish());
+  }
+  for (size_t p = 0; p < config.failures.size(); ++p) {
+    const FailureProcess& fp = config.failures[p];
+    CauseRow row{fp.cause.empty() ? ComponentName(fp.component) : fp.cause, 0, 0,
+                 p < out.lost_by_process.size() ? out.lost_by_process[p] / 3600.0 : 0};
+    for (const FailureRecord& f : out.failures) {
+      if (f.process != static_cast<int32_t>(p)) continue;
+      row.failures++;
+      row.jobs_hit += f.jobs_hit;
+    }
+    s.causes.push_back(row);
+  }
+  s.failures = static_cast<int64_t>(out.failures.size());
+  s.failure_lost_gpu_hours = static_cast<double>(out.failed_lost_gpu_seconds) / 3600;
+  s.preemptions = out.preemptions;
+  s.preemption_lost_gpu_hours = static_cast<double>(out.preempted_lost_gpu_seconds) / 3600;
+  s.cycles = out.cycles;
+  s.decisions = out.decisions;
+  s.events = out.events;
+  std::vector<double> ns(out.cycle_wall_ns.begin(), out.cycle_wall_ns.end());
+  const Percentiles c = PercentilesOf(std::move(ns));
+  s.cycle_p50_us = c.p50 / 1000;
+  s.cycle_p99_us = c.p99 / 1000;
+  return s;
+}
+
+}  // namespace unipool::sim

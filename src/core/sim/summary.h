@@ -1,0 +1,66 @@
+// Summary: the figures an operator reads after a simulation, computed from
+// a SimOutput. Times in seconds; shares in [0, 1].
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/sim/model.h"
+#include "core/sim/simulator.h"
+
+namespace unipool::sim {
+
+struct Percentiles {
+  int64_t count = 0;
+  double p50 = 0, p90 = 0, p99 = 0;
+};
+Percentiles PercentilesOf(std::vector<double> v);
+
+struct GroupRow {  // one job-size bucket or one queue
+  std::string name;
+  int64_t jobs = 0;
+  int64_t done = 0;
+  Percentiles jct;   // completion - submit, done jobs
+  Percentiles wait;  // first start - submit, started jobs
+  double ettr = 0;   // useful / wall since first start, GPU-time weighted
+  int64_t failures = 0;
+  int64_t preemptions = 0;
+  double lost_gpu_hours = 0;
+  double mtti_hours = 0;  // wall time holding GPUs per failure interruption; 0: none
+};
+
+struct CauseRow {
+  std::string cause;
+  int64_t failures = 0;
+  int64_t jobs_hit = 0;
+  double lost_gpu_hours = 0;
+};
+
+struct Summary {
+  std::string policy;
+  double days = 0;
+  int64_t gpus = 0;
+  int64_t jobs = 0, done = 0, infeasible = 0, unfinished = 0;
+  double gpu_hours_done = 0;        // work x GPUs of completed jobs
+  double utilization_allocated = 0; // allocated / total GPU time
+  double utilization_useful = 0;    // useful / total GPU time
+  double goodput = 0;               // useful / available (up) GPU time
+  double ettr = 0;
+  std::vector<GroupRow> by_size;
+  std::vector<GroupRow> by_queue;
+  std::vector<CauseRow> causes;
+  int64_t failures = 0;
+  double failure_lost_gpu_hours = 0;
+  int64_t preemptions = 0;
+  double preemption_lost_gpu_hours = 0;
+  int64_t cycles = 0, decisions = 0, events = 0;
+  double cycle_p50_us = 0, cycle_p99_us = 0;
+};
+
+// The size bucket of a job: "1", "2-8", "9-64", "65-512", "513-4K",
+// "4K-32K", "32K+".
+std::string SizeBucket(int64_t gpus);
+
+Summary Summarize(const SimOutput& out, const SimConfig& config);
+
+}  // namespace unipool::sim
