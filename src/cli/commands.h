@@ -16,6 +16,7 @@ inline constexpr int kExitBadInput = 2;
 
 void AddTopoCommand(CLI::App& app, int& exit_code);
 void AddBenchCommand(CLI::App& app, int& exit_code);
+void AddSimCommand(CLI::App& app, int& exit_code);
 void AddPlanCommand(CLI::App& app, int& exit_code);
 
 }  // namespace unipool::cli

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   int exit_code = kExitOk;
   AddTopoCommand(app, exit_code);
   AddBenchCommand(app, exit_code);
+  AddSimCommand(app, exit_code);
   AddPlanCommand(app, exit_code);
   try {
     app.parse(argc, argv);

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 
 namespace unipool::io {
 
@@ -86,6 +87,35 @@ bool ParseDouble(const std::string& s, double* out) {
   char* end = nullptr;
   *out = std::strtod(s.c_str(), &end);
   return end == s.c_str() + s.size() && std::isfinite(*out);
+}
+
+bool ParseDuration(const std::string& s, Duration* out) {
+  static const std::pair<const char*, double> kUnits[] = {
+      {"ms", 1e-3}, {"s", 1}, {"m", 60}, {"h", 3600}, {"d", 86400}};
+  double scale = 1;
+  std::string number = s;
+  for (const auto& [suffix, factor] : kUnits) {
+    const size_t n = std::strlen(suffix);
+    if (s.size() > n && s.compare(s.size() - n, n, suffix) == 0 &&
+        (std::isdigit(static_cast<unsigned char>(s[s.size() - n - 1])) || s[s.size() - n - 1] == '.')) {
+      number = s.substr(0, s.size() - n);
+      scale = factor;
+      break;
+    }
+  }
+  double v = 0;
+  if (!ParseDouble(number, &v) || v < 0 || v * scale > 9e9) return false;
+  *out = Nanoseconds(std::llround(v * scale * 1e9));
+  return true;
+}
+
+Status Fields::Dur(const char* key, Duration* out, bool required) const {
+  const YAML::Node n = node_[key];
+  if (!n.IsDefined()) return required ? Missing(key) : Status::Ok();
+  if (!n.IsScalar() || !ParseDuration(n.Scalar(), out)) {
+    return Expected(n, PathOf(key), "a duration like 90s, 5m, 12h or 30d");
+  }
+  return Status::Ok();
 }
 
 Status Fields::String(const char* key, std::string* out, bool required) const {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/base/status.h"
+#include "core/base/units.h"
 
 namespace unipool::io {
 
@@ -41,6 +42,8 @@ class Fields {
   Status Double(const char* key, double* out, double min, double max,
                 bool required = false) const;
   Status Bool(const char* key, bool* out) const;
+  // A duration: "90s", "5m", "12h", "30d", "250ms", or a number of seconds.
+  Status Dur(const char* key, Duration* out, bool required = false) const;
   // A mapping of strings to strings, sorted by key.
   Status StringMap(const char* key, std::vector<std::pair<std::string, std::string>>* out) const;
   // A sequence; *out gets its elements. Absent = empty unless required.
@@ -57,5 +60,6 @@ class Fields {
 // Scalar conversions shared by the readers.
 bool ParseInt64(const std::string& s, int64_t* out);
 bool ParseDouble(const std::string& s, double* out);
+bool ParseDuration(const std::string& s, Duration* out);
 
 }  // namespace unipool::io

@@ -250,7 +250,8 @@ CommCost AllToAllTime(const HardwareView& hw, const Span& s, int64_t n, double b
     if (crossing > 0) t_max = std::max(t_max, crossing / LinkBw(hw, t));
     below = s.within[t];
   }
-  const double latency = hw.tiers[s.top].latency_s + kCollectiveOverheadS + (n - 1) * 1e-6;
+  const double latency =
+      hw.tiers[s.top].latency_s + kCollectiveOverheadS + (n - 1) * kAllToAllPerPeerS;
   return {t_max + latency, s.top, Algorithm::kDirect};
 }
 
@@ -505,7 +506,8 @@ double StageActivations(const Context& c, const StageParams& sp, int64_t micro_b
   const int64_t chunks = p.vpp == 1 ? std::min<int64_t>(micro_batches, p.pp)
                                     : std::min<int64_t>(micro_batches * p.vpp,
                                                         2 * (p.pp - 1) + (p.vpp - 1) * p.pp + 1);
-  const double logits = 4.0 * c.tokens * m.vocab / p.tp;  // fp32 logits for the loss
+  const double logits =
+      kLogitActivationBytes * c.tokens * m.vocab / p.tp;  // fp32 logits for the loss
   double first = chunks * chunk_layers * per_layer;
   double last =
       (p.pp == 1 ? first : chunk_layers * per_layer * (p.vpp == 1 ? 1 : (p.vpp - 1) * p.pp + 1)) +
@@ -624,7 +626,8 @@ Estimate EvaluateUnchecked(const Job& job, const HardwareView& hw, const Plan& p
       GemmSeconds(c, 2 * c.tokens * model.hidden * model.vocab / plan.tp,
                   std::min<double>({c.tokens, static_cast<double>(model.hidden),
                                     static_cast<double>(model.vocab) / plan.tp}));
-  const double logit_elem = 12.0 * c.tokens * model.vocab / plan.tp / c.hbm;  // fp32 loss
+  const double logit_elem =
+      kLossTrafficBytesPerLogit * c.tokens * model.vocab / plan.tp / c.hbm;  // fp32 loss
   const double logits = 3 * logit_fwd + logit_elem;
   const double fwd_mb = sum(&LayerCost::fwd), bwd_mb = sum(&LayerCost::bwd);
   double pp_msg = 0;

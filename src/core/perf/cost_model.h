@@ -86,6 +86,16 @@ inline constexpr bool kZero3NodeAggregation = false;
 // and the fused kernels read their inputs once. Calibrated.
 inline constexpr double kElementwiseTrafficPerActByte = 1.0;
 
+// All-to-all: NCCL issues one send/receive pair per peer; each costs about a
+// microsecond of setup on top of the tier latency (nccl-tests alltoall at
+// small sizes). Estimate.
+inline constexpr double kAllToAllPerPeerS = 1e-6;
+// The logit layer: fp32 logits kept for the loss (Korthikanti et al.: 4 s b V
+// / t bytes), and the HBM traffic of the vocabulary-parallel cross-entropy
+// per logit over forward and backward (write, read for max/sum, gradient).
+inline constexpr double kLogitActivationBytes = 4;
+inline constexpr double kLossTrafficBytesPerLogit = 12;
+
 // Per-GPU-model compute efficiencies (fraction of dense peak). See
 // GpuEfficiency() in cost_model.cc for the table and its sources.
 struct GpuEfficiency {

@@ -34,7 +34,8 @@ struct JobSpec {
   int32_t priority = 0;          // higher goes first within a queue
   bool preemptible = true;
   Gpus gpus;                     // requested; the maximum for elastic jobs
-  int32_t task_gpus = 0;         // GPUs per task; 0 = min(gpus, 8)
+  int32_t task_gpus = 0;         // GPUs per task; 0 = the largest divisor of gpus
+                                 // that fits the largest node
   // Elastic: runs with any multiple of `step` from min_gpus to gpus.
   Gpus min_gpus;                 // 0 = not elastic
   Gpus step;                     // 0 = task_gpus

@@ -111,9 +111,15 @@ Gpus Scheduler::free_gpus() const { return Gpus(global_.Free(topo_->top_tier(), 
 
 // ---- Events -------------------------------------------------------------------
 
+// Default task size: the largest divisor of the job's GPUs that fits the
+// largest node (8 -> 8, 12 -> 6 on 8-GPU nodes, 24 -> 8, 3 -> 3).
 int32_t Scheduler::TaskGpus(const JobSpec& spec) const {
   if (spec.task_gpus > 0) return spec.task_gpus;
-  return static_cast<int32_t>(std::min<int64_t>(spec.gpus.value(), global_.max_node_gpus()));
+  const int64_t gpus = std::max<int64_t>(1, spec.gpus.value());
+  for (int64_t g = std::min<int64_t>(gpus, global_.max_node_gpus()); g > 1; --g) {
+    if (gpus % g == 0) return static_cast<int32_t>(g);
+  }
+  return 1;
 }
 
 Status Scheduler::Check(const JobSpec& spec) const {

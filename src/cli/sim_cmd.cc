@@ -1,0 +1,235 @@
+// `unipool sim`: runs the simulator on a cluster with a trace or a synthetic
+// workload under one or more policies and writes the summary, a time-series
+// CSV and a self-contained HTML report.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "core/sim/simulator.h"
+#include "core/sim/summary.h"
+#include "core/sim/workload.h"
+#include "io/cluster_reader.h"
+#include "io/sim_reader.h"
+#include "io/sim_writer.h"
+#include "io/summary_writer.h"
+#include "io/yaml_fields.h"
+
+namespace unipool::cli {
+namespace {
+
+struct SimOptions {
+  std::string file;
+  std::string cluster;
+  std::string trace;
+  std::string queue_from;
+  std::string policies;
+  int64_t seed = -1;
+  std::string horizon;
+  std::string output = "text";
+  std::string report;
+  std::string timeseries;
+  bool progress = true;
+};
+
+int Fail(const std::string& message) {
+  std::cerr << "error: " << message << "\n";
+  return kExitBadInput;
+}
+
+int64_t PeakRssBytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  }
+  return 0;
+}
+
+Status WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  out.close();
+  if (!out) return InvalidArgument(path + ": cannot write");
+  return Status::Ok();
+}
+
+// Maps trace queues onto the configured queues (by name, else the default).
+Status MapQueues(const io::Trace& trace, const std::string& fallback, sim::SimConfig& config,
+                 std::vector<sim::SimJob>& jobs) {
+  if (config.queues.empty()) {
+    config.queues = io::QueuesForTrace(trace);
+    return Status::Ok();
+  }
+  auto find = [&](const std::string& name) -> int32_t {
+    for (size_t i = 0; i < config.queues.size(); ++i) {
+      if (config.queues[i].spec.name == name) return static_cast<int32_t>(i);
+    }
+    return -1;
+  };
+  const int32_t def = find(fallback);
+  for (sim::SimJob& j : jobs) {
+    int32_t q = find(trace.queues[j.queue]);
+    if (q < 0) q = def;
+    if (q < 0) {
+      return InvalidArgument("trace queue '" + trace.queues[j.queue] +
+                             "' is not in spec.queues and there is no queue '" + fallback + "'");
+    }
+    j.queue = q;
+  }
+  return Status::Ok();
+}
+
+class ProgressBar {
+ public:
+  explicit ProgressBar(bool on) : on_(on && isatty(2)), start_(std::chrono::steady_clock::now()) {}
+  void Show(const std::string& label, double done) {
+    if (!on_) return;
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    const int width = 30, filled = static_cast<int>(done * width);
+    const double eta = done > 0.01 ? elapsed * (1 - done) / done : 0;
+    std::fprintf(stderr, "\r%-16s [%s%s] %3d%%  ETA %4.0fs ", label.c_str(), std::string(filled, '#').c_str(),
+                 std::string(width - filled, '.').c_str(), static_cast<int>(done * 100), eta);
+    if (done >= 1) std::fprintf(stderr, "\n");
+  }
+  void Restart() { start_ = std::chrono::steady_clock::now(); }
+
+ private:
+  bool on_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+int RunSim(const SimOptions& opt) {
+  io::SimFile file;
+  if (!opt.file.empty()) {
+    Result<io::SimFile> read = io::ReadSimFile(opt.file, opt.cluster);
+    if (!read.ok()) return Fail(read.status().message());
+    file = std::move(read).value();
+  } else {
+    if (opt.cluster.empty()) return Fail("give a simulation file, or --cluster with --trace");
+    if (opt.trace.empty()) return Fail("give a simulation file, or --trace with --cluster");
+    Result<Topology> topo = io::LoadTopology(opt.cluster);
+    if (!topo.ok()) return Fail(topo.status().message());
+    file.topology = std::make_unique<Topology>(std::move(topo).value());
+    file.name = "trace replay";
+    file.policies.push_back(*io::PolicyPreset("default"));
+  }
+  if (!opt.trace.empty()) {
+    file.trace_path = opt.trace;
+    file.synthetic.reset();
+  }
+  if (!opt.queue_from.empty()) file.trace.queue_from = opt.queue_from;
+  if (opt.seed >= 0) file.seed = static_cast<uint64_t>(opt.seed);
+  if (!opt.horizon.empty() && !io::ParseDuration(opt.horizon, &file.config.horizon)) {
+    return Fail("--horizon: expected a duration like 30d or 12h, got '" + opt.horizon + "'");
+  }
+  if (!opt.policies.empty()) {
+    std::vector<sim::PolicyConfig> chosen;
+    std::stringstream ss(opt.policies);
+    std::string name;
+    while (std::getline(ss, name, ',')) {
+      auto it = std::find_if(file.policies.begin(), file.policies.end(),
+                             [&](const sim::PolicyConfig& p) { return p.name == name; });
+      if (it != file.policies.end()) {
+        chosen.push_back(*it);
+        continue;
+      }
+      Result<sim::PolicyConfig> preset = io::PolicyPreset(name);
+      if (!preset.ok()) return Fail("--policies: " + preset.status().message());
+      chosen.push_back(*preset);
+    }
+    file.policies = chosen;
+  }
+
+  // The workload, the same for every policy.
+  std::vector<sim::SimJob> jobs;
+  io::SimHeader header{file.name, file.topology->name(), "", file.seed};
+  if (!file.trace_path.empty()) {
+    Result<io::Trace> trace = io::ReadTrace(file.trace_path, file.trace);
+    if (!trace.ok()) return Fail(trace.status().message());
+    jobs = trace->jobs;
+    Status mapped = MapQueues(*trace, file.trace.default_queue, file.config, jobs);
+    if (!mapped.ok()) return Fail(mapped.message());
+    header.workload = "trace " + file.trace_path.substr(file.trace_path.find_last_of('/') + 1) + " (" +
+                      io::Thousands(static_cast<int64_t>(jobs.size())) + " GPU jobs of " +
+                      io::Thousands(trace->rows) + " rows, " +
+                      io::Thousands(static_cast<int64_t>(trace->gpu_hours)) + " GPU-hours)";
+  } else if (file.synthetic) {
+    Rng rng(file.seed);
+    Result<std::vector<sim::SimJob>> gen = sim::Generate(*file.synthetic, rng);
+    if (!gen.ok()) return Fail(gen.status().message());
+    jobs = std::move(gen).value();
+    header.workload = "synthetic (" + io::Thousands(static_cast<int64_t>(jobs.size())) + " jobs)";
+  }
+
+  ProgressBar bar(opt.progress && opt.output == "text");
+  std::vector<sim::SimOutput> outputs;
+  std::vector<io::SimRun> runs;
+  outputs.reserve(file.policies.size());
+  for (const sim::PolicyConfig& policy : file.policies) {
+    sim::SimHooks hooks;
+    hooks.wall_clock_ns = [] {
+      return std::chrono::duration_cast<std::chrono::nanoseconds>(
+                 std::chrono::steady_clock::now().time_since_epoch())
+          .count();
+    };
+    hooks.progress = [&bar, &policy](double done) { bar.Show(policy.name, done); };
+    bar.Restart();
+    Rng rng(file.seed ^ 0x5eed5eedULL);  // failures: the same for every policy
+    Result<sim::SimOutput> out = sim::Simulator(*file.topology, file.config, policy, hooks).Run(jobs, rng);
+    if (!out.ok()) return Fail(out.status().message());
+    outputs.push_back(std::move(out).value());
+  }
+  for (const sim::SimOutput& o : outputs) runs.push_back(io::SimRun{sim::Summarize(o, file.config), &o});
+
+  if (!opt.report.empty()) {
+    Status st = WriteFile(opt.report, io::SimHtml(header, runs));
+    if (!st.ok()) return Fail(st.message());
+  }
+  if (!opt.timeseries.empty()) {
+    Status st = WriteFile(opt.timeseries, io::SimSeriesCsv(runs));
+    if (!st.ok()) return Fail(st.message());
+  }
+  if (opt.output == "json") {
+    std::cout << io::SimJson(header, runs);
+  } else {
+    std::cout << io::SimText(header, runs);
+    std::cout << "\npeak RSS " << PeakRssBytes() / (1 << 20) << " MiB";
+    if (!opt.report.empty()) std::cout << "; report " << opt.report;
+    if (!opt.timeseries.empty()) std::cout << "; time series " << opt.timeseries;
+    std::cout << "\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddSimCommand(CLI::App& app, int& exit_code) {
+  auto opt = std::make_shared<SimOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "sim", "Simulate a cluster, workload and failures with the real scheduler; compare policies");
+  cmd->add_option("FILE", opt->file, "simulation file (YAML, kind: Simulation)");
+  cmd->add_option("--cluster", opt->cluster, "cluster file (overrides the simulation file's)");
+  cmd->add_option("--trace", opt->trace, "replay a trace in the common CSV format");
+  cmd->add_option("--queue-from", opt->queue_from, "trace column that names the queue")
+      ->check(CLI::IsMember({"queue", "user", "none"}));
+  cmd->add_option("--policies", opt->policies,
+                  "comma-separated policies: the file's, or presets default, fifo, no-preemption, "
+                  "first-fit, young-daly, fixed-1h, no-checkpoint");
+  cmd->add_option("--seed", opt->seed, "random seed (default: the file's, else 1)");
+  cmd->add_option("--horizon", opt->horizon, "stop after this much simulated time (e.g. 30d)");
+  cmd->add_option("-o,--output", opt->output, "output format")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  cmd->add_option("--report", opt->report, "write a self-contained HTML report here");
+  cmd->add_option("--timeseries", opt->timeseries, "write the time series as CSV here");
+  cmd->add_flag("!--no-progress", opt->progress, "no progress bar on stderr");
+  cmd->callback([opt, &exit_code] { exit_code = RunSim(*opt); });
+}
+
+}  // namespace unipool::cli
