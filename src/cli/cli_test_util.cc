@@ -5,7 +5,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -49,6 +54,33 @@ RunResult RunUnipool(const std::vector<std::string>& args) {
 
 std::string ReadSourceFile(const std::string& relative) {
   return Slurp(std::string(UNIPOOL_SOURCE_DIR) + "/" + relative);
+}
+
+void ExpectGoldenErrors(const std::string& dir, const std::vector<std::string>& before,
+                        const std::vector<std::string>& after, size_t min_files) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(fs::path(UNIPOOL_SOURCE_DIR) / dir)) {
+    if (e.path().extension() == ".yaml") files.push_back(dir + "/" + e.path().filename().string());
+  }
+  std::sort(files.begin(), files.end());
+  ASSERT_GE(files.size(), min_files) << dir;
+  const bool update = std::getenv("UNIPOOL_UPDATE_GOLDEN") != nullptr;
+  for (const std::string& rel : files) {
+    std::vector<std::string> args = before;
+    args.push_back(rel);
+    args.insert(args.end(), after.begin(), after.end());
+    RunResult r = RunUnipool(args);
+    EXPECT_EQ(r.exit_code, 2) << rel;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << rel << ": " << r.err;
+    EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
+    const std::string golden = fs::path(rel).replace_extension(".err").string();
+    if (update) {
+      std::ofstream(fs::path(UNIPOOL_SOURCE_DIR) / golden) << r.err;
+    } else {
+      EXPECT_EQ(r.err, ReadSourceFile(golden)) << "golden mismatch for " << rel;
+    }
+  }
 }
 
 }  // namespace unipool::testing

@@ -19,4 +19,12 @@ RunResult RunUnipool(const std::vector<std::string>& args);
 // Reads a file under the source directory; "" if absent.
 std::string ReadSourceFile(const std::string& relative);
 
+// Runs `unipool {before..., FILE, after...}` for every .yaml FILE in `dir`
+// (relative to the source directory) and expects exit code 2 and exactly
+// one line on stderr, equal to the golden FILE.err beside it. At least
+// `min_files` files must be there. With UNIPOOL_UPDATE_GOLDEN=1 set, writes
+// the golden files instead (after a deliberate change).
+void ExpectGoldenErrors(const std::string& dir, const std::vector<std::string>& before,
+                        const std::vector<std::string>& after, size_t min_files);
+
 }  // namespace unipool::testing

@@ -120,15 +120,7 @@ TEST(PlanCommandTest, NothingFitsExitsOne) {
 }
 
 TEST(PlanCommandTest, MalformedModelFiles) {
-  const fs::path dir = fs::path(UNIPOOL_SOURCE_DIR) / "testdata/models/bad";
-  for (const auto& f : fs::directory_iterator(dir)) {
-    if (f.path().extension() != ".yaml") continue;
-    const std::string rel = "testdata/models/bad/" + f.path().filename().string();
-    testing::RunResult r = RunUnipool({"plan", "-m", rel, "-g", "8"});
-    EXPECT_EQ(r.exit_code, 2) << rel;
-    EXPECT_EQ(r.err, testing::ReadSourceFile(fs::path(rel).replace_extension(".err").string()))
-        << rel;
-  }
+  testing::ExpectGoldenErrors("testdata/models/bad", {"plan", "-m"}, {"-g", "8"}, 10);
 }
 
 }  // namespace

@@ -159,7 +159,12 @@ int RunSim(const SimOptions& opt) {
                       io::Thousands(static_cast<int64_t>(jobs.size())) + " GPU jobs of " +
                       io::Thousands(trace->rows) + " rows, " +
                       io::Thousands(static_cast<int64_t>(trace->gpu_hours)) + " GPU-hours)";
-  } else if (file.synthetic) {
+  } else if (!file.jobs.empty()) {
+    jobs = file.jobs;
+    header.workload = io::Thousands(static_cast<int64_t>(jobs.size())) + " listed job(s)";
+  } else if (!file.synthetic) {
+    return Fail(opt.file + ": no workload: add spec.workload, or give --trace");
+  } else {
     Rng rng(file.seed);
     Result<std::vector<sim::SimJob>> gen = sim::Generate(*file.synthetic, rng);
     if (!gen.ok()) return Fail(gen.status().message());

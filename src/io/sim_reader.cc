@@ -80,7 +80,8 @@ Status ReadClass(const YAML::Node& node, const std::string& path,
                  const std::vector<sim::QueueConfig>& queues, sim::JobClass* c) {
   Result<Fields> f = Fields::Of(node, path,
                                 {"name", "share", "sizes", "durationMedian", "durationSigma",
-                                 "durationMax", "queue", "priority", "preemptible", "elasticMin",
+                                 "durationMax", "queue", "priority", "preemptible", "spanPartitions",
+                                 "elasticMin",
                                  "checkpoint", "checkpointInterval", "stateGBPerGpu", "storageGBps",
                                  "checkpointCost", "restartCost", "estimate"});
   if (!f.ok()) return f.status();
@@ -111,6 +112,7 @@ Status ReadClass(const YAML::Node& node, const std::string& path,
   UNIPOOL_RETURN_IF_ERROR(f->Int("priority", &priority, -1000000, 1000000));
   c->priority = static_cast<int32_t>(priority);
   UNIPOOL_RETURN_IF_ERROR(f->Bool("preemptible", &c->preemptible));
+  UNIPOOL_RETURN_IF_ERROR(f->Bool("spanPartitions", &c->span_partitions));
   UNIPOOL_RETURN_IF_ERROR(f->Double("elasticMin", &c->elastic_min, 0, 1));
   UNIPOOL_RETURN_IF_ERROR(ReadCheckpointMode(*f, "checkpoint", &c->checkpoint));
   UNIPOOL_RETURN_IF_ERROR(f->Dur("checkpointInterval", &c->checkpoint_interval));
@@ -129,11 +131,55 @@ Status ReadClass(const YAML::Node& node, const std::string& path,
   return Status::Ok();
 }
 
-Status ReadWorkload(const YAML::Node& node, const std::string& file, SimFile* out) {
-  Result<Fields> f = Fields::Of(node, "spec.workload", {"trace", "synthetic"});
+Status ReadJob(const YAML::Node& node, const std::string& path,
+               const std::vector<sim::QueueConfig>& queues, sim::SimJob* j) {
+  Result<Fields> f = Fields::Of(node, path,
+                                {"name", "gpus", "submit", "duration", "queue", "priority",
+                                 "preemptible", "spanPartitions", "elasticMin", "checkpoint", "checkpointInterval",
+                                 "checkpointCost", "restartCost", "estimate"});
   if (!f.ok()) return f.status();
-  if (f->Has("trace") == f->Has("synthetic")) {
-    return InvalidArgument("spec.workload: give exactly one of 'trace' or 'synthetic'", f->loc());
+  UNIPOOL_RETURN_IF_ERROR(f->String("name", &j->name, true));
+  int64_t gpus = 0, priority = 0;
+  UNIPOOL_RETURN_IF_ERROR(f->Int("gpus", &gpus, 1, int64_t{1} << 24, true));
+  j->gpus = Gpus(gpus);
+  UNIPOOL_RETURN_IF_ERROR(f->Dur("submit", &j->submit));
+  UNIPOOL_RETURN_IF_ERROR(f->Dur("duration", &j->work, true));
+  Result<int32_t> q = QueueIndex(queues, *f);
+  if (!q.ok()) return q.status();
+  j->queue = *q;
+  UNIPOOL_RETURN_IF_ERROR(f->Int("priority", &priority, -1000000, 1000000));
+  j->priority = static_cast<int32_t>(priority);
+  UNIPOOL_RETURN_IF_ERROR(f->Bool("preemptible", &j->preemptible));
+  UNIPOOL_RETURN_IF_ERROR(f->Bool("spanPartitions", &j->span_partitions));
+  double elastic = 0;
+  UNIPOOL_RETURN_IF_ERROR(f->Double("elasticMin", &elastic, 0, 1));
+  if (elastic > 0) j->min_gpus = Gpus(std::max<int64_t>(1, std::llround(elastic * gpus)));
+  UNIPOOL_RETURN_IF_ERROR(ReadCheckpointMode(*f, "checkpoint", &j->checkpoint));
+  UNIPOOL_RETURN_IF_ERROR(f->Dur("checkpointInterval", &j->checkpoint_interval));
+  UNIPOOL_RETURN_IF_ERROR(f->Dur("checkpointCost", &j->checkpoint_cost));
+  UNIPOOL_RETURN_IF_ERROR(f->Dur("restartCost", &j->restart_cost));
+  bool estimate = true;
+  UNIPOOL_RETURN_IF_ERROR(f->Bool("estimate", &estimate));
+  if (estimate) j->runtime_estimate = j->work + j->restart_cost;
+  return Status::Ok();
+}
+
+Status ReadWorkload(const YAML::Node& node, const std::string& file, SimFile* out) {
+  Result<Fields> f = Fields::Of(node, "spec.workload", {"trace", "synthetic", "jobs"});
+  if (!f.ok()) return f.status();
+  if (f->Has("trace") + f->Has("synthetic") + f->Has("jobs") != 1) {
+    return InvalidArgument("spec.workload: give exactly one of 'trace', 'synthetic' or 'jobs'", f->loc());
+  }
+  if (f->Has("jobs")) {
+    std::vector<YAML::Node> items;
+    UNIPOOL_RETURN_IF_ERROR(f->Sequence("jobs", &items, true));
+    for (size_t i = 0; i < items.size(); ++i) {
+      out->jobs.emplace_back();
+      out->jobs.back().id = static_cast<int64_t>(i) + 1;
+      UNIPOOL_RETURN_IF_ERROR(ReadJob(items[i], "spec.workload.jobs[" + std::to_string(i) + "]",
+                                      out->config.queues, &out->jobs.back()));
+    }
+    return Status::Ok();
   }
   if (f->Has("trace")) {
     Result<Fields> t = Fields::Of(f->Get("trace"), "spec.workload.trace",
@@ -246,7 +292,7 @@ Status ReadPolicy(const YAML::Node& node, const std::string& path, sim::PolicyCo
   UNIPOOL_RETURN_IF_ERROR(f->String("preset", &preset));
   if (!preset.empty()) {
     Result<sim::PolicyConfig> base = PolicyPreset(preset);
-    if (!base.ok()) return Expected(f->Get("preset"), f->PathOf("preset"), base.status().message());
+    if (!base.ok()) return InvalidArgument(f->PathOf("preset") + ": " + base.status().message(), LocOf(f->Get("preset")));
     *p = *base;
   }
   UNIPOOL_RETURN_IF_ERROR(f->String("name", &p->name, preset.empty()));
@@ -296,7 +342,12 @@ Status ReadSpec(const YAML::Node& node, const std::string& file, const std::stri
   UNIPOOL_RETURN_IF_ERROR(f->String("cluster", &cluster, cluster_override.empty()));
   out->cluster_path = cluster_override.empty() ? Resolve(file, cluster) : cluster_override;
   Result<Topology> topo = LoadTopology(out->cluster_path);
-  if (!topo.ok()) return InvalidArgument(topo.status().message());
+  if (!topo.ok()) {
+    if (cluster_override.empty()) {
+      return InvalidArgument("spec.cluster: " + topo.status().message(), LocOf(f->Get("cluster")));
+    }
+    return InvalidArgument(topo.status().message());
+  }
   out->topology = std::make_unique<Topology>(std::move(topo).value());
   int64_t seed = 1;
   UNIPOOL_RETURN_IF_ERROR(f->Int("seed", &seed, 0, INT64_MAX));
@@ -310,13 +361,14 @@ Status ReadSpec(const YAML::Node& node, const std::string& file, const std::stri
   std::vector<sched::QueueSpec> queues;
   UNIPOOL_RETURN_IF_ERROR(ReadList(*f, "queues", &queues, ReadQueue));
   for (const auto& q : queues) out->config.queues.push_back(sim::QueueConfig{q});
-  if (!f->Has("workload")) return InvalidArgument("spec.workload: required field is missing", f->loc());
-  if (out->config.queues.empty() && !f->Get("workload")["trace"].IsDefined()) {
+  // The workload may instead come from the command line (--trace).
+  const bool synthetic = f->Has("workload") && !f->Get("workload")["trace"].IsDefined();
+  if (out->config.queues.empty() && synthetic) {
     sim::QueueConfig q;
     q.spec.name = "default";
     out->config.queues.push_back(q);
   }
-  UNIPOOL_RETURN_IF_ERROR(ReadWorkload(f->Get("workload"), file, out));
+  if (f->Has("workload")) UNIPOOL_RETURN_IF_ERROR(ReadWorkload(f->Get("workload"), file, out));
   const Topology& t = *out->topology;
   UNIPOOL_RETURN_IF_ERROR(ReadList(*f, "failures", &out->config.failures,
                                    [&](const YAML::Node& n, const std::string& p, sim::FailureProcess* fp) {

@@ -22,10 +22,11 @@ struct SimFile {
   std::unique_ptr<Topology> topology;
   uint64_t seed = 1;
   sim::SimConfig config;
-  // Exactly one workload: a trace file, or synthetic classes.
+  // At most one workload: a trace file, synthetic classes, or listed jobs.
   std::string trace_path;  // resolved against the file's folder
   TraceOptions trace;
   std::optional<sim::SyntheticSpec> synthetic;
+  std::vector<sim::SimJob> jobs;  // listed one by one (spec.workload.jobs)
   std::vector<sim::PolicyConfig> policies;  // at least one
 };
 

@@ -296,6 +296,9 @@ std::string SimJson(const SimHeader& h, const std::vector<SimRun>& runs) {
     }
     p["preemptions"] = {{"count", s.preemptions}, {"lostGpuHours", s.preemption_lost_gpu_hours}};
     p["scheduler"] = {{"cycles", s.cycles}, {"decisions", s.decisions}, {"events", s.events},
+                      {"placementSearches", s.placement_searches},
+                      {"preemptionSearches", s.preemption_searches},
+                      {"reservations", s.reservations},
                       {"cycleP50Us", s.cycle_p50_us}, {"cycleP99Us", s.cycle_p99_us}};
     j["policies"].push_back(p);
   }

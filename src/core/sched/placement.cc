@@ -6,6 +6,7 @@
 namespace unipool::sched {
 
 Gpus Placement::gpus() const {
+  if (gpu_count >= 0) return Gpus(gpu_count);
   int64_t n = 0;
   for (const Task& t : tasks) n += CountGpus(t.gpus);
   return Gpus(n);
@@ -14,9 +15,11 @@ Gpus Placement::gpus() const {
 void ScorePlacement(const Topology& topo, Placement& p) {
   PlacementScore& s = p.score;
   s = PlacementScore{};
+  p.gpu_count = -1;
+  p.gpu_count = p.gpus().value();
   s.groups_used.assign(topo.num_tiers(), 0);
   if (p.tasks.empty()) return;
-  const int64_t n = p.gpus().value();
+  const int64_t n = p.gpu_count;
   // Hops of the ring in rank order, closing back to the first task.
   int worst_hop = -1;  // tier of the slowest hop; -1 = inside one node
   for (size_t i = 0; i < p.tasks.size(); ++i) {

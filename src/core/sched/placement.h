@@ -33,6 +33,7 @@ struct PlacementScore {
 struct Placement {
   std::vector<Task> tasks;  // rank order
   PlacementScore score;
+  int64_t gpu_count = -1;   // set by ScorePlacement; -1: count the tasks
   Gpus gpus() const;
 };
 

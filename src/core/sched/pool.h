@@ -21,7 +21,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/topology/free_index.h"
+#include "core/sched/placement.h"
+#include "core/topology/free_index.h"  // GpuMask
 #include "core/topology/topology.h"
 
 namespace unipool::sched {
@@ -42,12 +43,12 @@ class Pool {
   bool member(NodeId n) const { return member_[n.value()]; }
   bool usable(NodeId n) const { return usable_[n.value()]; }
   // Free GPUs that may be allocated (0 on unusable or non-member nodes).
-  GpuMask free_mask(NodeId n) const { return free_.free_mask(n); }
-  int32_t free(NodeId n) const { return CountGpus(free_.free_mask(n)); }
+  GpuMask free_mask(NodeId n) const { return node_free_[n.value()]; }
+  int32_t free(NodeId n) const { return CountGpus(node_free_[n.value()]); }
   bool whole(NodeId n) const;
 
   // Counts for a group of tier t (level t+1).
-  int64_t Free(int tier, GroupId g) const { return free_.free(tier, g).value(); }
+  int64_t Free(int tier, GroupId g) const { return free_[tier][g.value()]; }
   int64_t Whole(int tier, GroupId g) const { return whole_[tier][g.value()]; }
   int32_t Hist(int tier, GroupId g, int k) const { return hist_[tier][g.value() * (k_ + 1) + k]; }
   // Tasks of `task_gpus` GPUs (at most one node each) the group can host now.
@@ -64,6 +65,10 @@ class Pool {
   // Returns `mask` on node n (hidden if the node is unusable).
   // REQUIRES: member, mask taken.
   void Release(NodeId n, GpuMask mask);
+  // The same for many nodes at once, cheaper when they share groups (as the
+  // tasks of one gang, sorted by node, do). REQUIRES as above, per task.
+  void TakeAll(const std::vector<Task>& tasks);
+  void ReleaseAll(const std::vector<Task>& tasks);
   // Makes a member node usable or not; its free GPUs appear or hide.
   void SetUsable(NodeId n, bool usable);
 
@@ -72,8 +77,14 @@ class Pool {
   bool flushed() const { return dirty_count_ == 0; }
 
  private:
-  void Count(NodeId n, int sign);  // add/remove node n from hist and whole
-  void MarkDirty(NodeId n);
+  // Sets node n's visible free GPUs to `mask` and updates every count on
+  // its path in one pass: free GPUs, wholly free nodes, the histogram, and
+  // the dirty marks.
+  void SetFree(NodeId n, GpuMask mask);
+  void MarkDirty(int tier, int32_t g);
+  // Applies new free masks to many nodes, summing the count changes per
+  // group before writing them.
+  void SetFreeAll(const std::vector<Task>& tasks, bool take);
   void Recompute(int tier, int32_t g);
   int64_t& Agg(std::vector<std::vector<int64_t>>& a, int tier, int32_t g, int level) {
     return a[tier][static_cast<size_t>(g) * (tier + 2) + level];
@@ -82,7 +93,9 @@ class Pool {
   const Topology* topo_;
   int32_t k_ = 0;
   bool uniform_ = true;
-  FreeIndex free_;
+  std::vector<GpuMask> node_free_;                // visible free GPUs
+  std::vector<GpuMask> node_all_;                 // all of a node's GPUs
+  std::vector<std::vector<int64_t>> free_;        // [tier][group]
   std::vector<bool> member_;
   std::vector<bool> usable_;
   std::vector<GpuMask> hidden_;                   // free but unusable

@@ -24,6 +24,7 @@ struct Scheduler::CycleState {
   int64_t attempts = 0;
   bool any_blocked = false;       // some job could not get GPUs
   bool reservation_active = false;  // jobs from here on respect it
+  int preemption_attempts = 0;
   // Placement failures already seen this cycle: (task_gpus, max_level,
   // partition, span, excluded) -> the fewest tasks that failed. Free space
   // only shrinks within a cycle, so a larger request fails as well.
@@ -359,19 +360,20 @@ std::optional<NodeId> Scheduler::FindSpare(NodeId failed, int32_t gpus) const {
 
 void Scheduler::Commit(JobInfo& job, const Placement& p, int32_t partition, Time now) {
   const Gpus before = job.allocated();
+  // Both placements are sorted by node: walk them together to find the
+  // GPUs that are new (all of them for a start, the growth for a resize).
+  std::vector<Task> fresh;
+  fresh.reserve(p.tasks.size());
+  auto old = job.placement.tasks.begin();
   for (const Task& t : p.tasks) {
-    const GpuMask fresh = t.gpus & ~[&] {
-      for (const Task& o : job.placement.tasks) if (o.node == t.node) return o.gpus;
-      return GpuMask{0};
-    }();
-    if (fresh == 0) continue;
-    global_.Take(t.node, fresh);
-    if (!partitions_.empty()) PoolFor(topo_->node_partition(t.node)).Take(t.node, fresh);
+    while (old != job.placement.tasks.end() && old->node < t.node) ++old;
+    const GpuMask held = old != job.placement.tasks.end() && old->node == t.node ? old->gpus : 0;
+    if ((t.gpus & ~held) == 0) continue;
+    fresh.push_back(Task{t.node, t.gpus & ~held});
     auto& on = node_jobs_[t.node.value()];
-    if (std::find(on.begin(), on.end(), job.spec.id) == on.end()) on.push_back(job.spec.id);
+    if (held == 0 || std::find(on.begin(), on.end(), job.spec.id) == on.end()) on.push_back(job.spec.id);
   }
-  global_.Flush();
-  for (auto& pool : partitions_) pool->Flush();
+  ApplyToPools(fresh, /*take=*/true);
   const bool resize = job.phase == JobPhase::kRunning;
   job.placement = p;
   job.partition = partition;
@@ -393,15 +395,29 @@ void Scheduler::Commit(JobInfo& job, const Placement& p, int32_t partition, Time
   out_.push_back(StartJob{job.spec.id, p, partition});
 }
 
-void Scheduler::Release(JobInfo& job) {
-  for (const Task& t : job.placement.tasks) {
-    global_.Release(t.node, t.gpus);
-    if (!partitions_.empty()) PoolFor(topo_->node_partition(t.node)).Release(t.node, t.gpus);
-    auto& on = node_jobs_[t.node.value()];
-    on.erase(std::remove(on.begin(), on.end(), job.spec.id), on.end());
+// Takes or returns `tasks` (sorted by node) in the global pool and in the
+// partition pools, then flushes them.
+void Scheduler::ApplyToPools(const std::vector<Task>& tasks, bool take) {
+  take ? global_.TakeAll(tasks) : global_.ReleaseAll(tasks);
+  if (!partitions_.empty()) {
+    // Split by partition, keeping node order within each.
+    std::vector<std::vector<Task>> by(partitions_.size());
+    for (const Task& t : tasks) by[topo_->node_partition(t.node)].push_back(t);
+    for (size_t p = 0; p < by.size(); ++p) {
+      if (by[p].empty()) continue;
+      take ? partitions_[p]->TakeAll(by[p]) : partitions_[p]->ReleaseAll(by[p]);
+    }
   }
   global_.Flush();
   for (auto& pool : partitions_) pool->Flush();
+}
+
+void Scheduler::Release(JobInfo& job) {
+  for (const Task& t : job.placement.tasks) {
+    auto& on = node_jobs_[t.node.value()];
+    on.erase(std::remove(on.begin(), on.end(), job.spec.id), on.end());
+  }
+  ApplyToPools(job.placement.tasks, /*take=*/false);
   queues_.Charge(job.spec.queue, Gpus(0) - job.allocated());
   allocated_ -= job.allocated();
   job.placement = Placement{};
@@ -669,6 +685,10 @@ bool Scheduler::MayPreempt(const JobInfo& p, const JobInfo& v, Time now) const {
 // placement with the victims' GPUs given back.
 bool Scheduler::TryPreempt(JobInfo& job, CycleState& cs) {
   if (!options_.preemption || !job.victims.empty() || running_.empty()) return false;
+  if (job.last_preempt_attempt.value() >= 0 &&
+      cs.now - job.last_preempt_attempt < options_.preemption_retry) {
+    return false;
+  }
   const JobSpec& s = job.spec;
   const Gpus need = s.min_gpus.value() > 0 ? s.min_gpus : s.gpus;
   // Cheap gate before looking at every running job: someone must be of lower
@@ -677,7 +697,10 @@ bool Scheduler::TryPreempt(JobInfo& job, CycleState& cs) {
   const bool gate = *running_priorities_.begin() < s.priority ||
                     queues_.WithinGuarantee(s.queue, need) ||
                     (reservation_ && reservation_->holder == s.id);
-  if (!gate) return false;
+  if (!gate || cs.preemption_attempts >= options_.max_preemption_attempts_per_cycle) return false;
+  cs.preemption_attempts++;
+  stats_.preemption_searches++;
+  job.last_preempt_attempt = cs.now;
   struct Candidate {
     int64_t cost;
     JobId id;
@@ -692,8 +715,12 @@ bool Scheduler::TryPreempt(JobInfo& job, CycleState& cs) {
     return std::tie(a.cost, a.id) < std::tie(b.cost, b.id);
   });
   const int max_tier = s.required_tier >= 0 ? s.required_tier : topo_->top_tier();
+  // Not even every candidate together would make room.
+  int64_t total = PoolFor(s.partition).Free(topo_->top_tier(), GroupId(0));
+  for (const Candidate& c : candidates) total += jobs_.at(c.id).allocated().value();
+  if (total < need.value()) return false;
   // Usable GPUs each candidate frees per group: [tier][group] -> (candidate, gpus).
-  std::vector<std::map<int32_t, std::vector<std::pair<size_t, int64_t>>>> freed(max_tier + 1);
+  std::vector<std::unordered_map<int32_t, std::vector<std::pair<size_t, int64_t>>>> freed(max_tier + 1);
   for (size_t c = 0; c < candidates.size(); ++c) {
     for (const Task& t : jobs_.at(candidates[c].id).placement.tasks) {
       if (!global_.usable(t.node)) continue;
@@ -775,9 +802,12 @@ bool Scheduler::TryPreempt(JobInfo& job, CycleState& cs) {
 
 // ---- Reservation (plan) ----------------------------------------------------
 
-// The earliest time the job fits, from running jobs' estimated ends: give
-// their GPUs back in end order until a trial placement succeeds, then take
-// them all again. Jobs with no estimate never end in this plan.
+// The earliest time the job fits, from running jobs' estimated ends: walk
+// the jobs in end order, adding the GPUs each frees to its groups' counts,
+// until one group the job may use (at a tier it may span) has the GPUs it
+// needs; the lowest such tier wins. Counting, not placing: O(tasks of the
+// jobs walked), no change to the pools. Jobs with no estimate never end in
+// this plan.
 void Scheduler::Reserve(JobInfo& job, CycleState& cs) {
   cs.reservation_active = true;
   if (reservation_ && reservation_->holder == job.spec.id &&
@@ -787,6 +817,7 @@ void Scheduler::Reserve(JobInfo& job, CycleState& cs) {
     }
     return;
   }
+  stats_.reservations++;
   std::vector<std::pair<Time, JobId>> ends;
   for (JobId id : running_) {
     const JobInfo& r = jobs_.at(id);
@@ -796,36 +827,47 @@ void Scheduler::Reserve(JobInfo& job, CycleState& cs) {
   std::sort(ends.begin(), ends.end());
   Reservation res{job.spec.id, Time(-1), -1, GroupId(), cs.now};
   const JobSpec& s = job.spec;
-  const Gpus need = s.min_gpus.value() > 0 ? s.min_gpus : s.gpus;
-  PlaceRequest req;
-  req.task_gpus = s.task_gpus;
-  if (s.required_tier >= 0) req.max_level = s.required_tier + 1;
-  std::vector<Task> given;
-  constexpr size_t kMaxReleases = 4096;
-  for (size_t i = 0; i < ends.size() && i < kMaxReleases; ++i) {
+  const int64_t need = (s.min_gpus.value() > 0 ? s.min_gpus : s.gpus).value();
+  const int max_tier = s.required_tier >= 0 ? s.required_tier : topo_->top_tier();
+  const bool any_partition = partitions_.empty() || s.span_partitions;
+  // May the job use group g of tier t as one block?
+  auto usable_group = [&](int t, int32_t g) {
+    if (any_partition) return true;
+    const int32_t gp = group_partition_[t][g];
+    return gp >= 0 && (s.partition < 0 || gp == s.partition);
+  };
+  auto free_in = [&](int t, int32_t g) {
+    const int32_t gp = group_partition_[t][g];
+    return PoolFor(any_partition ? -1 : gp).Free(t, GroupId(g));
+  };
+  std::vector<std::unordered_map<int32_t, int64_t>> freed(max_tier + 1);
+  // Partitions as blocks, for jobs that may not span them.
+  std::vector<int64_t> freed_partition(partitions_.size(), 0);
+  for (size_t i = 0; i < ends.size() && res.at.value() < 0; ++i) {
     for (const Task& t : jobs_.at(ends[i].second).placement.tasks) {
       if (!global_.usable(t.node)) continue;
-      global_.Release(t.node, t.gpus);
-      if (!partitions_.empty()) PoolFor(topo_->node_partition(t.node)).Release(t.node, t.gpus);
-      given.push_back(t);
-    }
-    if (i + 1 < ends.size() && ends[i + 1].first == ends[i].first) continue;  // same time
-    global_.Flush();
-    for (auto& pool : partitions_) pool->Flush();
-    Attempt a = Search(job, need, req);
-    if (a.placement) {
-      res.at = ends[i].first;
-      res.tier = std::max(a.placement->score.span_tier, 0);
-      res.group = topo_->group_of(a.placement->tasks.front().node, res.tier);
-      break;
+      const int64_t gpus = CountGpus(t.gpus);
+      for (int tier = 0; tier <= max_tier; ++tier) {
+        const int32_t g = topo_->group_of(t.node, tier).value();
+        if (!usable_group(tier, g)) continue;
+        const int64_t have = (freed[tier][g] += gpus) + free_in(tier, g);
+        if (have >= need && (res.at.value() < 0 || tier < res.tier)) {
+          res.at = ends[i].first;
+          res.tier = tier;
+          res.group = GroupId(g);
+        }
+      }
+      if (!any_partition) {
+        const int32_t p = topo_->node_partition(t.node);
+        if (s.partition >= 0 && p != s.partition) continue;
+        const int64_t have = (freed_partition[p] += gpus) + PoolFor(p).Free(topo_->top_tier(), GroupId(0));
+        if (have >= need && res.at.value() < 0) {
+          res.at = ends[i].first;  // somewhere in partition p: keep no group free
+          res.tier = -1;
+        }
+      }
     }
   }
-  for (const Task& t : given) {
-    global_.Take(t.node, t.gpus);
-    if (!partitions_.empty()) PoolFor(topo_->node_partition(t.node)).Take(t.node, t.gpus);
-  }
-  global_.Flush();
-  for (auto& pool : partitions_) pool->Flush();
   reservation_ = res;
   // Without estimates the time is unknown: the resource reason says more.
   if (res.at.value() >= 0) job.reason = reason::HoldsReservation{res.at, res.tier, res.group};
@@ -833,9 +875,9 @@ void Scheduler::Reserve(JobInfo& job, CycleState& cs) {
 
 // ---- Elastic growth ------------------------------------------------------------
 
-// Idle GPUs go to elastic jobs below their maximum, one step per job per
-// cycle, inside the group the job already spans when possible; only when no
-// job is blocked for lack of GPUs.
+// Idle GPUs go to elastic jobs below their maximum, as many steps as fit,
+// inside the group the job already spans when possible; only when no job is
+// blocked for lack of GPUs.
 void Scheduler::Grow(CycleState& cs) {
   if (cs.any_blocked) return;
   for (JobId id : elastic_) {
@@ -844,23 +886,31 @@ void Scheduler::Grow(CycleState& cs) {
     if (s.min_gpus.value() == 0 || job.phase != JobPhase::kRunning || job.allocated() >= s.gpus) {
       continue;
     }
-    if (queues_.LimitExceededBy(s.queue, s.step)) continue;
-    if (!s.preemptible && queues_.Borrows(s.queue, s.step)) continue;
-    PlaceRequest req;
-    req.task_gpus = s.task_gpus;
-    req.tasks = s.step.value() / s.task_gpus;
+    // The most steps that fit, halving on failure: inside the group the job
+    // already spans first, then anywhere it may run.
+    int64_t steps = (s.gpus - job.allocated()) / s.step;
     const int span = std::max(job.placement.score.span_tier, 0);
     Pool& pool = PoolFor(job.partition);
-    req.within = std::make_pair(span, topo_->group_of(job.placement.tasks.front().node, span));
-    PlaceOutcome out = placer_.Place(pool, req);
-    if (!std::holds_alternative<Placed>(out)) {
-      req.within.reset();
-      if (s.required_tier >= 0) req.max_level = s.required_tier + 1;
-      out = placer_.Place(pool, req);
+    std::optional<Placed> grown;
+    for (; steps >= 1 && !grown; steps /= 2) {
+      const Gpus delta = s.step * steps;
+      if (queues_.LimitExceededBy(s.queue, delta)) continue;
+      if (!s.preemptible && queues_.Borrows(s.queue, delta)) continue;
+      PlaceRequest req;
+      req.task_gpus = s.task_gpus;
+      req.tasks = delta.value() / s.task_gpus;
+      req.within = std::make_pair(span, topo_->group_of(job.placement.tasks.front().node, span));
+      cs.attempts++;
+      PlaceOutcome out = placer_.Place(pool, req);
+      if (!std::holds_alternative<Placed>(out)) {
+        req.within.reset();
+        if (s.required_tier >= 0) req.max_level = s.required_tier + 1;
+        out = placer_.Place(pool, req);
+      }
+      if (auto* placed = std::get_if<Placed>(&out)) grown = std::move(*placed);
     }
-    auto* placed = std::get_if<Placed>(&out);
-    if (!placed) continue;
-    cs.attempts++;
+    if (!grown) continue;
+    const Placed* placed = &*grown;
     // Merge: the job's slices plus the new ones, in node order.
     std::map<NodeId, GpuMask> merged;
     for (const Task& t : job.placement.tasks) merged[t.node] |= t.gpus;

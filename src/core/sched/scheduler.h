@@ -52,6 +52,12 @@ struct SchedulerOptions {
   bool preemption = true;
   // Backfill around the first blocked job's reservation.
   bool backfill = true;
+  // A job whose preemption attempt found no victims waits this long before
+  // trying again (each attempt looks at every running job).
+  Duration preemption_retry = Seconds(30);
+  // Preemption searches per cycle (each looks at every running job); jobs
+  // past the limit try again in a later cycle.
+  int max_preemption_attempts_per_cycle = 4;
   // How often a standing reservation is recomputed (it is always recomputed
   // when its holder changes).
   Duration reservation_refresh = Seconds(30);
@@ -88,6 +94,7 @@ struct JobInfo {
   bool backfilled = false;       // started in a reservation's way
   PendingReason reason = reason::New{};
   std::vector<JobId> victims;    // preemptions under way for this job
+  Time last_preempt_attempt = Time(-1);
   Gpus allocated() const { return placement.gpus(); }
 };
 
@@ -96,6 +103,8 @@ struct SchedulerStats {
   int64_t placements = 0;       // StartJob + ResizeJob decisions
   int64_t attempts = 0;         // placement searches
   int64_t preemptions = 0;
+  int64_t preemption_searches = 0;  // looks at every running job for victims
+  int64_t reservations = 0;         // reservation computations
   int64_t requeues = 0;
   int64_t preempted_gpu_seconds = 0;
   int64_t failed_gpu_seconds = 0;
@@ -190,6 +199,7 @@ class Scheduler {
   const Pool& PoolFor(int32_t partition) const;
   void Commit(JobInfo& job, const Placement& p, int32_t partition, Time now);
   void Release(JobInfo& job);
+  void ApplyToPools(const std::vector<Task>& tasks, bool take);
 
   // Preempt and plan.
   bool TryPreempt(JobInfo& job, CycleState& cs);

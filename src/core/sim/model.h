@@ -31,6 +31,7 @@ struct SimJob {
   int32_t queue = 0;  // index into SimConfig::queues
   int32_t priority = 0;
   bool preemptible = true;
+  bool span_partitions = false;  // may use several partitions at once
   int32_t job_class = 0;  // index into the class table, for reports
   CheckpointMode checkpoint = CheckpointMode::kNone;
   Duration checkpoint_interval;  // kFixed
@@ -50,6 +51,7 @@ struct JobClass {
   int32_t queue = 0;
   int32_t priority = 0;
   bool preemptible = true;
+  bool span_partitions = false;
   double elastic_min = 0;  // > 0: min GPUs = share of GPUs (rounded to tasks)
   CheckpointMode checkpoint = CheckpointMode::kNone;
   Duration checkpoint_interval;

@@ -24,6 +24,7 @@ enum class Ev : uint8_t {
   kMaintStart,    // a: maintenance window, b: group
   kMaintEnd,      // a: maintenance window, b: group
   kSample,
+  kCycle,         // a scheduling cycle when cycles run on an interval
 };
 
 struct Event {
@@ -340,6 +341,14 @@ struct Simulator::Impl {
     } else if (s.phase == Phase::kDead) {
       return;  // a failure got there first
     }
+    // Lost: the work not saved, and the restart it will need.
+    const Duration unsaved = s.phase == Phase::kComputing || s.phase == Phase::kWriting
+                                 ? (s.phase == Phase::kWriting ? s.seg_target : SegmentProgress(s)) - saved
+                                 : Duration(0);
+    const int64_t lost = static_cast<int64_t>(
+        ToSeconds(unsaved + jobs[i].restart_cost) * static_cast<double>(s.alloc.value()));
+    out.preempted_lost_gpu_seconds += lost;
+    out.jobs[i].lost_gpu_seconds += lost;
     s.phase = Phase::kStopping;
     s.epoch++;
     s.seg_target = saved;  // committed when the stop completes
@@ -383,12 +392,17 @@ struct Simulator::Impl {
     spec.queue = sched::QueueId(j.queue);
     spec.priority = j.priority;
     spec.preemptible = j.preemptible;
+    spec.span_partitions = j.span_partitions;
     spec.gpus = j.gpus;
     spec.task_gpus = j.task_gpus;
     if (j.min_gpus.value() > 0 && j.min_gpus < j.gpus) {
       const int64_t task = j.task_gpus > 0 ? j.task_gpus : std::min<int64_t>(j.gpus.value(), 8);
       spec.min_gpus = Gpus(std::max<int64_t>(task, j.min_gpus.value() / task * task));
-      spec.step = Gpus(task);
+      // Steps of about 1/16 of the range, in whole tasks dividing it.
+      const int64_t range = (j.gpus.value() - spec.min_gpus.value()) / task;
+      int64_t step = std::max<int64_t>(1, (range + 15) / 16);
+      while (range > 0 && range % step != 0) ++step;
+      spec.step = Gpus(step * task);
       if ((j.gpus.value() - spec.min_gpus.value()) % task != 0) spec.min_gpus = Gpus(0);
     }
     spec.runtime_estimate = j.runtime_estimate;
@@ -415,8 +429,6 @@ struct Simulator::Impl {
     if (const auto* s = std::get_if<sched::StartJob>(&d)) {
       Start(Index(s->job), s->placement.gpus());
     } else if (const auto* p = std::get_if<sched::PreemptJob>(&d)) {
-      out.preempted_lost_gpu_seconds += p->lost_gpu_seconds;
-      out.jobs[Index(p->job)].lost_gpu_seconds += p->lost_gpu_seconds;
       Preempt(Index(p->job), p->deadline);
     } else if (const auto* r = std::get_if<sched::ResizeJob>(&d)) {
       Resize(Index(r->job), r->placement.gpus());
@@ -468,6 +480,7 @@ struct Simulator::Impl {
       case Ev::kMaintStart: OnMaintenance(e.a, e.b, true); break;
       case Ev::kMaintEnd: OnMaintenance(e.a, e.b, false); break;
       case Ev::kSample: TakeSample(); break;
+      case Ev::kCycle: cycle_pending = false; due = true; break;
     }
   }
 
@@ -479,6 +492,8 @@ struct Simulator::Impl {
   }
 
   size_t next_arrival = 0;
+  bool cycle_pending = false;  // a kCycle event is queued
+  bool due = false;            // a kCycle event fired at this instant
 
   void Loop() {
     const Time horizon = config.horizon.value() > 0 ? config.horizon : Time(INT64_MAX);
@@ -499,25 +514,45 @@ struct Simulator::Impl {
         Handle(e);
         out.events++;
       }
-      if (dirty) {
+      // Cycles run after every instant with changes, or, with a cycle
+      // interval, at the next multiple of it.
+      const Duration every = config.cycle_interval;
+      if (dirty && every.value() > 0 && !due && !cycle_pending) {
+        Push(Time((now.value() / every.value() + 1) * every.value()), Ev::kCycle);
+        cycle_pending = true;
+      }
+      if (dirty && (every.value() == 0 || due)) {
         Cycle();
         dirty = false;
         if (Stuck()) break;
       }
+      due = false;
       if (open_jobs == 0 && config.horizon.value() == 0) break;
       if (hooks.progress && (out.events & 0xFFF) == 0) {
         hooks.progress(std::min(1.0, static_cast<double>(now.value()) / span));
       }
     }
     out.end = config.horizon.value() > 0 ? horizon : now;
+    now = out.end;
     if (config.horizon.value() > 0) {
       out.allocated_gpu_seconds += ToSeconds(horizon - last_integrated) * sched.allocated_gpus().value();
       out.down_gpu_seconds += ToSeconds(horizon - last_integrated) * static_cast<double>(down_gpus);
     }
-    for (size_t i = 0; i < state.size(); ++i) {  // still holding GPUs at the end
+    for (size_t i = 0; i < state.size(); ++i) {
       const Phase p = state[i].phase;
       if (p != Phase::kQueued && p != Phase::kDone) out.jobs[i].held += out.end - state[i].run_start;
+      // Work done but not yet saved when the horizon cuts the run counts as
+      // done: it was not lost.
+      if (p == Phase::kComputing) Commit(static_cast<int64_t>(i), SegmentProgress(state[i]));
+      if (p == Phase::kWriting) Commit(static_cast<int64_t>(i), state[i].seg_target);
+      // Pending for ever: say so.
+      const sched::JobInfo* info = sched.Find(Sid(static_cast<int64_t>(i)));
+      if (info && info->phase == sched::JobPhase::kPending &&
+          std::holds_alternative<sched::reason::Infeasible>(info->reason)) {
+        out.jobs[i].infeasible = true;
+      }
     }
+    out.scheduler = sched.stats();
     if (hooks.progress) hooks.progress(1.0);
   }
 };

@@ -22,6 +22,7 @@
 
 #include "core/base/rng.h"
 #include "core/base/status.h"
+#include "core/sched/scheduler.h"
 #include "core/sim/model.h"
 #include "core/topology/topology.h"
 
@@ -81,6 +82,7 @@ struct SimOutput {
   int64_t cordoned_nodes = 0;
   int64_t events = 0;
   double down_gpu_seconds = 0;
+  sched::SchedulerStats scheduler;  // the scheduler's own counters
   std::vector<int64_t> lost_by_process;  // failure lost work per process
 };
 

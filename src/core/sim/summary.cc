@@ -83,7 +83,7 @@ Summary Summarize(const SimOutput& out, const SimConfig& config) {
   Acc all;
   for (const JobRecord& j : out.jobs) {
     s.jobs++;
-    if (j.infeasible) {
+    if (j.infeasible && j.first_start.value() < 0) {
       s.infeasible++;
       continue;
     }
@@ -124,6 +124,9 @@ Summary Summarize(const SimOutput& out, const SimConfig& config) {
   s.cycles = out.cycles;
   s.decisions = out.decisions;
   s.events = out.events;
+  s.placement_searches = out.scheduler.attempts;
+  s.preemption_searches = out.scheduler.preemption_searches;
+  s.reservations = out.scheduler.reservations;
   std::vector<double> ns(out.cycle_wall_ns.begin(), out.cycle_wall_ns.end());
   const Percentiles c = PercentilesOf(std::move(ns));
   s.cycle_p50_us = c.p50 / 1000;

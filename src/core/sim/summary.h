@@ -55,6 +55,7 @@ struct Summary {
   double preemption_lost_gpu_hours = 0;
   int64_t cycles = 0, decisions = 0, events = 0;
   double cycle_p50_us = 0, cycle_p99_us = 0;
+  int64_t placement_searches = 0, preemption_searches = 0, reservations = 0;
 };
 
 // The size bucket of a job: "1", "2-8", "9-64", "65-512", "513-4K",

@@ -63,6 +63,7 @@ Result<std::vector<SimJob>> Generate(const SyntheticSpec& spec, Rng& rng) {
     j.queue = c.queue;
     j.priority = c.priority;
     j.preemptible = c.preemptible;
+    j.span_partitions = c.span_partitions;
     if (c.elastic_min > 0) j.min_gpus = Gpus(std::max<int64_t>(1, std::llround(c.elastic_min * j.gpus.value())));
     j.checkpoint = c.checkpoint;
     j.checkpoint_interval = c.checkpoint_interval;

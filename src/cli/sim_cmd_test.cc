@@ -1,0 +1,79 @@
+// End-to-end tests of `unipool sim`.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_test_util.h"
+
+namespace unipool {
+namespace {
+
+using nlohmann::json;
+using testing::RunUnipool;
+
+const std::string kPhilly = std::string(UNIPOOL_SOURCE_DIR) + "/../shared/traces/philly.csv";
+
+// The whole Philly trace replays on its cluster with every job accounted for.
+TEST(SimCommandTest, PhillyReplayAccountsForEveryJob) {
+  if (!std::filesystem::exists(kPhilly)) GTEST_SKIP() << "no shared Philly trace";
+  testing::RunResult r = RunUnipool({"sim", "--cluster", "examples/clusters/philly.yaml",
+                                     "--trace", kPhilly, "-o", "json", "--no-progress"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  const json& p = j["policies"][0];
+  EXPECT_EQ(p["jobs"]["total"], 82247);
+  EXPECT_EQ(p["jobs"]["done"], 82247);
+  EXPECT_EQ(p["jobs"]["unfinished"], 0);
+  EXPECT_EQ(p["jobs"]["infeasible"], 0);
+  EXPECT_NEAR(p["gpuHoursDone"].get<double>(), 978078.5, 1.0);
+}
+
+TEST(SimCommandTest, SameSeedGivesByteIdenticalOutput) {
+  const std::vector<std::string> args{"sim", "examples/sims/llama3.yaml", "--horizon", "10d",
+                                      "--policies", "young-daly,fixed-1h", "-o", "json"};
+  testing::RunResult a = RunUnipool(args), b = RunUnipool(args);
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  // Wall-clock figures aside, everything is the same.
+  json ja = json::parse(a.out), jb = json::parse(b.out);
+  for (json* j : {&ja, &jb}) {
+    for (json& p : (*j)["policies"]) p.erase("scheduler");
+  }
+  EXPECT_EQ(ja.dump(), jb.dump());
+  EXPECT_EQ(ja["policies"].size(), 2u);
+  EXPECT_GT(ja["policies"][0]["ettr"].get<double>(), ja["policies"][1]["ettr"].get<double>());
+}
+
+TEST(SimCommandTest, WritesReportAndTimeSeries) {
+  const std::string dir = ::testing::TempDir();
+  const std::string html = dir + "/report.html", csv = dir + "/series.csv";
+  testing::RunResult r = RunUnipool({"sim", "examples/sims/llama3.yaml", "--horizon", "2d",
+                                     "--report", html, "--timeseries", csv, "--no-progress"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("ETTR (GPU-time weighted)"), std::string::npos) << r.out;
+  std::ifstream h(html), c(csv);
+  std::stringstream hs, cs;
+  hs << h.rdbuf();
+  cs << c.rdbuf();
+  EXPECT_NE(hs.str().find("<svg"), std::string::npos);
+  EXPECT_EQ(hs.str().find("<script"), std::string::npos);  // self-contained, static
+  EXPECT_EQ(cs.str().rfind("policy,time_hours,allocated_gpus", 0), 0u);
+}
+
+TEST(SimCommandTest, BadInputExitsTwo) {
+  EXPECT_EQ(RunUnipool({"sim"}).exit_code, 2);
+  EXPECT_EQ(RunUnipool({"sim", "--cluster", "examples/clusters/devbox.yaml"}).exit_code, 2);
+  testing::RunResult r = RunUnipool({"sim", "examples/sims/llama3.yaml", "--policies", "lottery"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("no policy named 'lottery'"), std::string::npos) << r.err;
+  EXPECT_EQ(RunUnipool({"sim", "examples/sims/llama3.yaml", "--horizon", "soon"}).exit_code, 2);
+}
+
+TEST(SimCommandTest, MalformedSimulationFiles) {
+  testing::ExpectGoldenErrors("testdata/sims/bad", {"sim"}, {"--no-progress"}, 10);
+}
+
+}  // namespace
+}  // namespace unipool
