@@ -178,22 +178,11 @@ Status ReadDocument(const YAML::Node& doc, ClusterSpec* out) {
 }  // namespace
 
 Result<ClusterSpec> ParseClusterSpec(std::string_view text) {
-  std::vector<YAML::Node> docs;
-  try {
-    docs = YAML::LoadAll(std::string(text));
-  } catch (const YAML::Exception& e) {
-    return InvalidArgument("not valid YAML: " + e.msg, {e.mark.line + 1, e.mark.column + 1});
-  }
-  if (docs.empty() || docs[0].IsNull()) {
-    return InvalidArgument("the file is empty; expected a 'kind: Cluster' document", {1, 1});
-  }
-  if (docs.size() > 1) {
-    return InvalidArgument("expected one YAML document, found " + std::to_string(docs.size()),
-                           LocOf(docs[1]));
-  }
+  Result<YAML::Node> doc = LoadDocument(text, "Cluster");
+  if (!doc.ok()) return doc.status();
   ClusterSpec spec;
   try {
-    UNIPOOL_RETURN_IF_ERROR(ReadDocument(docs[0], &spec));
+    UNIPOOL_RETURN_IF_ERROR(ReadDocument(*doc, &spec));
   } catch (const YAML::Exception& e) {  // defensive: yaml-cpp may throw on odd nodes
     return InvalidArgument("cannot read: " + e.msg, {e.mark.line + 1, e.mark.column + 1});
   }

@@ -434,17 +434,9 @@ Result<SimFile> ReadSimFile(const std::string& path, const std::string& cluster_
   if (!text.ok()) return text.status();
   SimFile out;
   try {
-    std::vector<YAML::Node> docs;
-    try {
-      docs = YAML::LoadAll(*text);
-    } catch (const YAML::Exception& e) {
-      return InvalidArgument(WithFile(path, InvalidArgument("not valid YAML: " + e.msg,
-                                                            {e.mark.line + 1, e.mark.column + 1})));
-    }
-    if (docs.size() != 1 || !docs[0].IsMap()) {
-      return InvalidArgument(path + ": expected one 'kind: Simulation' document");
-    }
-    Result<Fields> f = Fields::Of(docs[0], "simulation file", {"apiVersion", "kind", "metadata", "spec"});
+    Result<YAML::Node> doc = LoadDocument(*text, "Simulation");
+    if (!doc.ok()) return InvalidArgument(WithFile(path, doc.status()));
+    Result<Fields> f = Fields::Of(*doc, "simulation file", {"apiVersion", "kind", "metadata", "spec"});
     Status st = f.ok() ? Status::Ok() : f.status();
     std::string api, kind;
     if (st.ok()) st = f->String("apiVersion", &api, true);

@@ -1,5 +1,9 @@
 #include "io/yaml_fields.h"
 
+#include <yaml-cpp/eventhandler.h>
+
+#include <sstream>
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -74,6 +78,58 @@ Result<Fields> Fields::Of(const YAML::Node& node, std::string path,
 
 Status Fields::Missing(const char* key) const {
   return InvalidArgument(PathOf(key) + ": required field is missing", LocOf(node_));
+}
+
+namespace {
+
+// Counts the node events of a document and remembers where it starts.
+class Counter : public YAML::EventHandler {
+ public:
+  int events = 0;
+  YAML::Mark start;
+  void OnDocumentStart(const YAML::Mark& mark) override { start = mark; }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override { ++events; }
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override { ++events; }
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {
+    ++events;
+  }
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
+    ++events;
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
+    ++events;
+  }
+  void OnMapEnd() override {}
+};
+
+}  // namespace
+
+Result<YAML::Node> LoadDocument(std::string_view text, const std::string& kind) {
+  YAML::Node doc;
+  try {
+    doc = YAML::Load(std::string(text));
+    if (!doc.IsDefined() || doc.IsNull()) {
+      return InvalidArgument("no YAML document here; expected a 'kind: " + kind + "' mapping",
+                             {1, 1});
+    }
+    std::stringstream in{std::string(text)};
+    YAML::Parser parser(in);
+    for (int docs = 0;; ++docs) {
+      Counter counter;
+      if (!parser.HandleNextDocument(counter) || counter.events == 0) break;
+      if (docs == 1) {
+        return InvalidArgument("expected one YAML document, found more",
+                               {counter.start.line + 1, counter.start.column + 1});
+      }
+    }
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument("not valid YAML: " + e.msg, {e.mark.line + 1, e.mark.column + 1});
+  }
+  return doc;
 }
 
 bool ParseInt64(const std::string& s, int64_t* out) {

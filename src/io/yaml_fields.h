@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/base/status.h"
@@ -56,6 +57,12 @@ class Fields {
   YAML::Node node_;
   std::string path_;
 };
+
+// Parses text that must hold one YAML document with a mapping of `kind`
+// ("Cluster", "Model", ...). Errors carry line and column. Safe against
+// yaml-cpp 0.7's endless LoadAll on stray flow tokens (a lone ','): the
+// documents are counted with the event parser, stopping at an empty one.
+Result<YAML::Node> LoadDocument(std::string_view text, const std::string& kind);
 
 // Scalar conversions shared by the readers.
 bool ParseInt64(const std::string& s, int64_t* out);
