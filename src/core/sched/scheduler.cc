@@ -657,6 +657,7 @@ bool Scheduler::TryPlace(JobInfo& job, CycleState& cs) {
   if (base.exclude) {
     job.reason = reason::WaitingForReservation{reservation_->holder, reservation_->at};
   }
+  if (TryShrink(job, base, cs)) return true;
   if (TryPreempt(job, cs)) return false;
   if (options_.backfill && !cs.reservation_active) Reserve(job, cs);
   return false;
@@ -798,6 +799,72 @@ bool Scheduler::TryPreempt(JobInfo& job, CycleState& cs) {
     return true;
   }
   return false;
+}
+
+// Elastic jobs above their minimum give back whole node slices from the end
+// of their rank order, in steps, before anyone is preempted: an elastic
+// job resizes without losing work. Only jobs this one may preempt shrink.
+// On success the shrinks (ResizeJob) and the start are committed at once.
+bool Scheduler::TryShrink(JobInfo& job, const PlaceRequest& base, CycleState& cs) {
+  if (!options_.preemption || elastic_.empty()) return false;
+  const JobSpec& s = job.spec;
+  const int64_t need = (s.min_gpus.value() > 0 ? s.min_gpus : s.gpus).value();
+  const int64_t free_now = PoolFor(s.partition).Free(topo_->top_tier(), GroupId(0));
+  struct Cut {
+    JobId id;
+    std::vector<Task> keep, give;
+    int64_t gpus = 0;
+  };
+  std::vector<Cut> cuts;
+  int64_t freed = 0;
+  for (JobId id : elastic_) {
+    if (free_now + freed >= need) break;
+    const JobInfo& e = jobs_.at(id);
+    if (!MayPreempt(job, e, cs.now)) continue;
+    const int64_t spare = (e.allocated() - e.spec.min_gpus).value();
+    const int64_t step = e.spec.step.value();
+    Cut c{id, e.placement.tasks, {}, 0};
+    while (!c.keep.empty() && global_.usable(c.keep.back().node) && free_now + freed + c.gpus < need) {
+      const int64_t g = CountGpus(c.keep.back().gpus);
+      if (c.gpus + g > spare) break;
+      c.gpus += g;
+      c.give.push_back(c.keep.back());
+      c.keep.pop_back();
+    }
+    while (c.gpus % step != 0) {  // whole steps only
+      c.gpus -= CountGpus(c.give.back().gpus);
+      c.keep.push_back(c.give.back());
+      c.give.pop_back();
+    }
+    if (c.gpus == 0) continue;
+    std::reverse(c.give.begin(), c.give.end());  // node order
+    freed += c.gpus;
+    cuts.push_back(std::move(c));
+  }
+  if (cuts.empty() || free_now + freed < need) return false;
+  for (const Cut& c : cuts) ApplyToPools(c.give, /*take=*/false);
+  Attempt a = Search(job, Gpus(need), base);
+  if (!a.placement) {
+    for (const Cut& c : cuts) ApplyToPools(c.give, /*take=*/true);
+    return false;
+  }
+  for (Cut& c : cuts) {
+    JobInfo& e = jobs_.at(c.id);
+    const Gpus from = e.allocated();
+    for (const Task& t : c.give) {
+      auto& on = node_jobs_[t.node.value()];
+      on.erase(std::remove(on.begin(), on.end(), c.id), on.end());
+    }
+    e.placement.tasks = std::move(c.keep);
+    ScorePlacement(*topo_, e.placement);
+    queues_.Charge(e.spec.queue, Gpus(0) - Gpus(c.gpus));
+    allocated_ -= Gpus(c.gpus);
+    out_.push_back(ResizeJob{c.id, e.placement, from});
+  }
+  job.borrowing = queues_.Borrows(s.queue, Gpus(need));
+  if (reservation_ && reservation_->holder == s.id) reservation_.reset();
+  Commit(job, *a.placement, a.partition, cs.now);
+  return true;
 }
 
 // ---- Reservation (plan) ----------------------------------------------------

@@ -202,6 +202,7 @@ class Scheduler {
   void ApplyToPools(const std::vector<Task>& tasks, bool take);
 
   // Preempt and plan.
+  bool TryShrink(JobInfo& job, const PlaceRequest& base, CycleState& cs);
   bool TryPreempt(JobInfo& job, CycleState& cs);
   bool MayPreempt(const JobInfo& preemptor, const JobInfo& victim, Time now) const;
   void Reserve(JobInfo& job, CycleState& cs);

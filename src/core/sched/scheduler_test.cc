@@ -325,6 +325,26 @@ TEST_F(SchedulerTest, ElasticJobsShrinkToFitAndGrowIntoIdleGpus) {
   EXPECT_TRUE(Of<ResizeJob>(Cycle()).empty());  // at its maximum
 }
 
+TEST_F(SchedulerTest, ElasticJobsShrinkBeforeAnyoneIsPreempted) {
+  QueueId q = AddQueue("q");
+  JobSpec e = Job(1, q, 128);
+  e.min_gpus = Gpus(32);
+  e.step = Gpus(16);
+  Submit(e);
+  Submit(Job(2, q, 64));
+  Cycle();
+  Advance(600);
+  Submit(Job(3, q, 48, /*priority=*/5));
+  auto d = Cycle();
+  EXPECT_TRUE(Of<PreemptJob>(d).empty());
+  auto resizes = Of<ResizeJob>(d);
+  ASSERT_EQ(resizes.size(), 1u);
+  EXPECT_EQ(resizes[0].job, JobId(1));
+  EXPECT_EQ(resizes[0].placement.gpus(), Gpus(80));  // gave back three steps
+  EXPECT_EQ(Started(d), std::vector<int64_t>{3});
+  EXPECT_EQ(sched_->Find(JobId(2))->phase, JobPhase::kRunning);
+}
+
 TEST_F(SchedulerTest, NodeFailureRequeuesFromCheckpointAndExcludesTheNode) {
   QueueId q = AddQueue("q");
   JobSpec j = Job(1, q, 16);
