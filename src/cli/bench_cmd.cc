@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/process_info.h"
 #include "core/sched/scheduler.h"
 #include "io/cluster_reader.h"
 #include "io/summary_writer.h"
@@ -69,15 +70,6 @@ Result<std::vector<MixEntry>> ParseMix(const std::string& text) {
   }
   if (mix.empty()) return InvalidArgument("--mix: empty");
   return mix;
-}
-
-int64_t PeakRssBytes() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
-  }
-  return 0;
 }
 
 double Percentile(std::vector<double> v, double p) {

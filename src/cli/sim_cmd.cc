@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/process_info.h"
 #include "core/sim/simulator.h"
 #include "core/sim/summary.h"
 #include "core/sim/workload.h"
@@ -40,15 +41,6 @@ struct SimOptions {
 int Fail(const std::string& message) {
   std::cerr << "error: " << message << "\n";
   return kExitBadInput;
-}
-
-int64_t PeakRssBytes() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
-  }
-  return 0;
 }
 
 Status WriteFile(const std::string& path, const std::string& text) {
