@@ -272,72 +272,125 @@ void Scheduler::Requeue(JobInfo& job, NodeId failed, Time now) {
 }
 
 Status Scheduler::SetNodeState(NodeId node, NodeState state, Time now) {
-  if (!node.valid() || node.value() >= topo_->num_nodes()) {
-    return NotFound("node " + std::to_string(node.value()) + " does not exist");
+  return SetNodeStates({node}, state, now);
+}
+
+// Phases: states and pools first (so that no replacement lands on a node
+// going down with the others), then each job hit restarts once, then drains.
+Status Scheduler::SetNodeStates(const std::vector<NodeId>& nodes, NodeState state, Time now) {
+  for (NodeId node : nodes) {
+    if (!node.valid() || node.value() >= topo_->num_nodes()) {
+      return NotFound("node " + std::to_string(node.value()) + " does not exist");
+    }
   }
-  const int32_t n = node.value();
-  const NodeState old = node_state_[n];
-  if (state == NodeState::kDown && old != NodeState::kDown) {
+  std::vector<NodeId> failed;
+  for (NodeId node : nodes) {
+    const int32_t n = node.value();
+    const NodeState old = node_state_[n];
+    NodeState next = state;
     auto& fails = node_failures_[n];
-    fails.push_back(now);
-    while (!fails.empty() && now - fails.front() > options_.flaky_window) fails.pop_front();
-    const std::vector<JobId> victims = node_jobs_[n];
-    for (JobId id : victims) {
-      JobInfo& job = jobs_.at(id);
-      GpuMask lost_mask = 0;
-      for (const Task& t : job.placement.tasks) lost_mask |= t.node == node ? t.gpus : 0;
-      std::optional<NodeId> spare =
-          job.phase == JobPhase::kRunning ? FindSpare(node, CountGpus(lost_mask)) : std::nullopt;
-      Placement replaced = job.placement;
-      const int32_t partition = job.partition;
-      Requeue(job, node, now);
-      if (!spare) continue;
-      // Restart in place: the spare takes the failed node's tasks and stops
-      // being a spare; the failed node, once repaired, is the new spare.
-      spare_[spare->value()] = false;
-      spare_[n] = true;
-      SetUsable(*spare, node_state_[spare->value()] == NodeState::kUp);
-      for (Task& t : replaced.tasks) {
-        if (t.node == node) t = Task{*spare, AllGpus(CountGpus(lost_mask))};
+    if (next == NodeState::kDown && old != NodeState::kDown) {
+      fails.push_back(now);
+      while (!fails.empty() && now - fails.front() > options_.flaky_window) fails.pop_front();
+      failed.push_back(node);
+      if (static_cast<int>(fails.size()) >= options_.flaky_failures) {
+        out_.push_back(CordonNode{node, std::to_string(fails.size()) + " failures within " +
+                                            std::to_string(options_.flaky_window.value() / 1000000000) +
+                                            " s"});
       }
-      std::sort(replaced.tasks.begin(), replaced.tasks.end(),
-                [](const Task& a, const Task& b) { return a.node < b.node; });
-      ScorePlacement(*topo_, replaced);
-      global_.Flush();
-      for (auto& pool : partitions_) pool->Flush();
-      pending_[job.spec.queue.value()].erase(PendingKey{-job.spec.priority, job.submitted, id});
-      --pending_count_;
-      Commit(job, replaced, partition, now);
     }
-    if (static_cast<int>(fails.size()) >= options_.flaky_failures) {
-      out_.push_back(CordonNode{node, std::to_string(fails.size()) + " failures within " +
-                                          std::to_string(options_.flaky_window.value() / 1000000000) +
-                                          " s"});
+    // A node with too many recent failures comes back flaky, not up; an
+    // operator's "up" on a flaky node clears its history.
+    if (next == NodeState::kUp && old == NodeState::kDown &&
+        static_cast<int>(fails.size()) >= options_.flaky_failures) {
+      next = NodeState::kFlaky;
     }
+    if (next == NodeState::kUp && old == NodeState::kFlaky) fails.clear();
+    node_state_[n] = next;
+    SetUsable(node, next == NodeState::kUp && !spare_[n]);
   }
-  // A node with too many recent failures comes back flaky, not up; an
-  // operator's "up" on a flaky node clears its history.
-  if (state == NodeState::kUp && old == NodeState::kDown &&
-      static_cast<int>(node_failures_[n].size()) >= options_.flaky_failures) {
-    state = NodeState::kFlaky;
-  }
-  if (state == NodeState::kUp && old == NodeState::kFlaky) node_failures_[n].clear();
-  node_state_[n] = state;
-  SetUsable(node, state == NodeState::kUp && !spare_[n]);
   global_.Flush();
   for (auto& pool : partitions_) pool->Flush();
+  std::set<JobId> hit;
+  for (NodeId node : failed) hit.insert(node_jobs_[node.value()].begin(), node_jobs_[node.value()].end());
+  for (JobId id : hit) RestartAfterFailure(jobs_.at(id), now);
   if (state == NodeState::kDrained) {
-    for (JobId id : node_jobs_[n]) {
-      JobInfo& job = jobs_.at(id);
-      if (job.phase != JobPhase::kRunning || !job.spec.preemptible) continue;  // runs to its end
-      job.phase = JobPhase::kPreempting;
-      job.preempt_deadline = now + queues_.spec(job.spec.queue).grace;
-      job.preemptions++;
-      stats_.preemptions++;
-      out_.push_back(PreemptJob{id, JobId(), job.preempt_deadline, LostGpuSeconds(job, now)});
+    for (NodeId node : nodes) {
+      for (JobId id : node_jobs_[node.value()]) {
+        JobInfo& job = jobs_.at(id);
+        if (job.phase != JobPhase::kRunning || !job.spec.preemptible) continue;  // runs to its end
+        job.phase = JobPhase::kPreempting;
+        job.preempt_deadline = now + queues_.spec(job.spec.queue).grace;
+        job.preemptions++;
+        stats_.preemptions++;
+        out_.push_back(PreemptJob{id, JobId(), job.preempt_deadline, LostGpuSeconds(job, now)});
+      }
     }
   }
   return Status::Ok();
+}
+
+// A job lost the slices on nodes that are now down. A running job restarts
+// from its last checkpoint in place: the lost slices are replaced by a hot
+// spare (one lost node) or by free GPUs inside the group the job already
+// spans, and only those slices change hands. Otherwise it is requeued.
+void Scheduler::RestartAfterFailure(JobInfo& job, Time now) {
+  std::vector<Task> lost, kept;
+  for (const Task& t : job.placement.tasks) {
+    (node_state_[t.node.value()] == NodeState::kDown ? lost : kept).push_back(t);
+  }
+  const NodeId failed = lost.empty() ? NodeId() : lost.front().node;
+  if (job.phase != JobPhase::kRunning || lost.empty() || !options_.restart_in_place) {
+    return Requeue(job, failed, now);
+  }
+  int64_t lost_gpus = 0;
+  for (const Task& t : lost) lost_gpus += CountGpus(t.gpus);
+  std::vector<Task> fresh;
+  std::optional<NodeId> spare =
+      lost.size() == 1 ? FindSpare(failed, static_cast<int32_t>(lost_gpus)) : std::nullopt;
+  if (spare) {
+    // The spare stops being one; the failed node, once repaired, is the new spare.
+    spare_[spare->value()] = false;
+    spare_[failed.value()] = true;
+    SetUsable(*spare, true);
+    fresh.push_back(Task{*spare, AllGpus(static_cast<int32_t>(lost_gpus))});
+  } else {
+    PlaceRequest req;
+    req.task_gpus = job.spec.task_gpus;
+    req.tasks = lost_gpus / job.spec.task_gpus;
+    const int span = std::max(job.placement.score.span_tier, 0);
+    req.within = std::make_pair(span, topo_->group_of(failed, span));
+    PlaceOutcome out = placer_.Place(PoolFor(job.partition), req);
+    auto* placed = std::get_if<Placed>(&out);
+    if (!placed) return Requeue(job, failed, now);
+    fresh = std::move(placed->placement.tasks);
+  }
+  const int64_t lost_work = LostGpuSeconds(job, now);
+  job.lost_gpu_seconds += lost_work;
+  stats_.failed_gpu_seconds += lost_work;
+  stats_.requeues++;
+  out_.push_back(RequeueJob{job.spec.id, failed, std::max(job.last_checkpoint, job.started), lost_work});
+  for (const Task& t : lost) {
+    auto& on = node_jobs_[t.node.value()];
+    on.erase(std::remove(on.begin(), on.end(), job.spec.id), on.end());
+  }
+  ApplyToPools(lost, /*take=*/false);  // the nodes are out: their GPUs wait hidden
+  ApplyToPools(fresh, /*take=*/true);
+  std::map<NodeId, GpuMask> merged;
+  for (const Task& t : kept) merged[t.node] |= t.gpus;
+  for (const Task& t : fresh) {
+    merged[t.node] |= t.gpus;
+    auto& on = node_jobs_[t.node.value()];
+    if (std::find(on.begin(), on.end(), job.spec.id) == on.end()) on.push_back(job.spec.id);
+  }
+  job.placement.tasks.clear();
+  for (const auto& [node, mask] : merged) job.placement.tasks.push_back(Task{node, mask});
+  ScorePlacement(*topo_, job.placement);
+  job.restarts++;
+  job.started = now;
+  job.last_checkpoint = now;
+  stats_.placements++;
+  out_.push_back(StartJob{job.spec.id, job.placement, job.partition});
 }
 
 // A hot spare for a failed node: up, idle, with enough GPUs, in the failed

@@ -65,6 +65,10 @@ struct SchedulerOptions {
   // cordoned automatically (state flaky).
   int flaky_failures = 3;
   Duration flaky_window = Seconds(24 * 3600);
+  // A running job that loses nodes restarts from its checkpoint in place:
+  // only the lost slices are replaced (by a hot spare, or free GPUs inside
+  // the group it spans); off: it is requeued and placed again from scratch.
+  bool restart_in_place = true;
   // Nodes labelled spare_label=true are hot spares: kept out of placement,
   // they replace a failed node of a running job in the same scale-up domain
   // (else the same leaf), so the job restarts in place. The repaired node
@@ -142,6 +146,9 @@ class Scheduler {
   // accounted); drained preempts them with their queue's grace period;
   // cordoned lets them run but places nothing new.
   Status SetNodeState(NodeId node, NodeState state, Time now);
+  // The same for several nodes that change together (a switch or power
+  // domain failing): every job hit restarts once.
+  Status SetNodeStates(const std::vector<NodeId>& nodes, NodeState state, Time now);
 
   // ---- Decisions -------------------------------------------------------------
   // Runs one cycle; returns the decisions of the events since the last call
@@ -212,6 +219,7 @@ class Scheduler {
   int32_t TaskGpus(const JobSpec& spec) const;
   void MakePending(JobInfo& job, Time now);
   void Requeue(JobInfo& job, NodeId failed, Time now);
+  void RestartAfterFailure(JobInfo& job, Time now);
   std::optional<NodeId> FindSpare(NodeId failed, int32_t gpus) const;
   void SetUsable(NodeId node, bool usable);
   int64_t LostGpuSeconds(const JobInfo& job, Time now) const;

@@ -186,11 +186,11 @@ struct Simulator::Impl {
   void OnDetect(int64_t p, int64_t instance) {
     const FailureProcess& fp = config.failures[p];
     const auto [first, count] = NodesOf(fp, instance);
+    std::vector<NodeId> down;
     for (int32_t n = first; n < first + count; ++n) {
-      if (down_count[n] > 0 && sched.node_state(NodeId(n)) != NodeState::kDown) {
-        (void)sched.SetNodeState(NodeId(n), NodeState::kDown, now);
-      }
+      if (down_count[n] > 0 && sched.node_state(NodeId(n)) != NodeState::kDown) down.push_back(NodeId(n));
     }
+    (void)sched.SetNodeStates(down, NodeState::kDown, now);
     const Duration repair = fp.repair.value() > 0
                                 ? Nanoseconds(std::llround(rng.Exponential(ToSeconds(fp.repair)) * 1e9))
                                 : Duration(0);
