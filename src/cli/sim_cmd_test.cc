@@ -32,18 +32,22 @@ TEST(SimCommandTest, PhillyReplayAccountsForEveryJob) {
 }
 
 TEST(SimCommandTest, SameSeedGivesByteIdenticalOutput) {
-  const std::vector<std::string> args{"sim", "examples/sims/llama3.yaml", "--horizon", "10d",
-                                      "--policies", "young-daly,fixed-1h", "-o", "json"};
-  testing::RunResult a = RunUnipool(args), b = RunUnipool(args);
-  ASSERT_EQ(a.exit_code, 0) << a.err;
-  // Wall-clock figures aside, everything is the same.
-  json ja = json::parse(a.out), jb = json::parse(b.out);
-  for (json* j : {&ja, &jb}) {
-    for (json& p : (*j)["policies"]) p.erase("scheduler");
+  for (const char* format : {"json", "text"}) {
+    const std::vector<std::string> args{"sim", "examples/sims/llama3.yaml", "--horizon", "10d",
+                                        "--policies", "young-daly,fixed-1h", "-o", format,
+                                        "--no-progress"};
+    testing::RunResult a = RunUnipool(args), b = RunUnipool(args);
+    ASSERT_EQ(a.exit_code, 0) << a.err;
+    EXPECT_EQ(a.out, b.out) << format;
   }
-  EXPECT_EQ(ja.dump(), jb.dump());
-  EXPECT_EQ(ja["policies"].size(), 2u);
-  EXPECT_GT(ja["policies"][0]["ettr"].get<double>(), ja["policies"][1]["ettr"].get<double>());
+  testing::RunResult j = RunUnipool({"sim", "examples/sims/llama3.yaml", "--horizon", "10d",
+                                     "--policies", "young-daly,fixed-1h", "-o", "json"});
+  const json p = json::parse(j.out)["policies"];
+  EXPECT_GT(p[0]["ettr"].get<double>(), p[1]["ettr"].get<double>());
+  EXPECT_FALSE(p[0]["scheduler"].contains("cycleP99Us"));
+  testing::RunResult t = RunUnipool({"sim", "examples/sims/llama3.yaml", "--horizon", "1d",
+                                     "--timing", "-o", "json"});
+  EXPECT_TRUE(json::parse(t.out)["policies"][0]["scheduler"].contains("cycleP99Us"));
 }
 
 TEST(SimCommandTest, WritesReportAndTimeSeries) {

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "core/sim/workload.h"
 #include "io/cluster_reader.h"
 #include "io/yaml_fields.h"
 
@@ -201,18 +202,34 @@ Status ReadWorkload(const YAML::Node& node, const std::string& file, SimFile* ou
     return t->Bool("estimates", &out->trace.estimates);
   }
   Result<Fields> s = Fields::Of(f->Get("synthetic"), "spec.workload.synthetic",
-                                {"arrivalsPerHour", "horizon", "classes"});
+                                {"arrivalsPerHour", "horizon", "classes", "fitTrace"});
   if (!s.ok()) return s.status();
   sim::SyntheticSpec spec;
   spec.horizon = out->config.horizon;
-  UNIPOOL_RETURN_IF_ERROR(s->Double("arrivalsPerHour", &spec.arrivals_per_hour, 1e-6, 1e9, true));
+  // A class fitted to a trace: its sizes, durations and arrival rate.
+  std::string fit_path;
+  UNIPOOL_RETURN_IF_ERROR(s->String("fitTrace", &fit_path));
+  if (!fit_path.empty()) {
+    Result<Trace> trace = ReadTrace(Resolve(file, fit_path), TraceOptions{});
+    if (!trace.ok()) {
+      return InvalidArgument(s->PathOf("fitTrace") + ": " + trace.status().message(),
+                             LocOf(s->Get("fitTrace")));
+    }
+    Result<sim::FittedClass> fit = sim::FitClass(trace->jobs, "fitted");
+    if (!fit.ok()) return InvalidArgument(s->PathOf("fitTrace") + ": " + fit.status().message(), s->loc());
+    spec.classes.push_back(fit->job_class);
+    out->config.class_names.push_back("fitted");
+    spec.arrivals_per_hour = fit->arrivals_per_hour;
+  }
+  UNIPOOL_RETURN_IF_ERROR(
+      s->Double("arrivalsPerHour", &spec.arrivals_per_hour, 1e-6, 1e9, fit_path.empty()));
   UNIPOOL_RETURN_IF_ERROR(s->Dur("horizon", &spec.horizon));
   if (spec.horizon.value() <= 0) {
     return InvalidArgument("spec.workload.synthetic.horizon: needed when spec.horizon is not set",
                            s->loc());
   }
   std::vector<YAML::Node> classes;
-  UNIPOOL_RETURN_IF_ERROR(s->Sequence("classes", &classes, true));
+  UNIPOOL_RETURN_IF_ERROR(s->Sequence("classes", &classes, fit_path.empty()));
   for (size_t i = 0; i < classes.size(); ++i) {
     spec.classes.emplace_back();
     UNIPOOL_RETURN_IF_ERROR(ReadClass(classes[i], "spec.workload.synthetic.classes[" +

@@ -66,7 +66,15 @@ std::vector<std::pair<std::string, std::vector<std::string>>> Comparison(const s
     return Thousands(s.preemptions) + ", " + Thousands(std::llround(s.preemption_lost_gpu_hours));
   });
   add("scheduler cycles, decisions", [](const S& s) { return Thousands(s.cycles) + ", " + Thousands(s.decisions); });
-  add("cycle wall time p50 / p99", [](const S& s) { return F(s.cycle_p50_us, 1) + " / " + F(s.cycle_p99_us, 1) + " us"; });
+  // Wall-clock figures only when measured (`--timing`): without them the
+  // output depends on the inputs and seed alone.
+  const bool timed = std::any_of(runs.begin(), runs.end(), [](const SimRun& r) {
+    return r.summary.cycle_p99_us > 0;
+  });
+  if (timed) {
+    add("cycle wall time p50 / p99",
+        [](const S& s) { return F(s.cycle_p50_us, 1) + " / " + F(s.cycle_p99_us, 1) + " us"; });
+  }
   return rows;
 }
 
@@ -298,8 +306,11 @@ std::string SimJson(const SimHeader& h, const std::vector<SimRun>& runs) {
     p["scheduler"] = {{"cycles", s.cycles}, {"decisions", s.decisions}, {"events", s.events},
                       {"placementSearches", s.placement_searches},
                       {"preemptionSearches", s.preemption_searches},
-                      {"reservations", s.reservations},
-                      {"cycleP50Us", s.cycle_p50_us}, {"cycleP99Us", s.cycle_p99_us}};
+                      {"reservations", s.reservations}};
+    if (s.cycle_p99_us > 0) {
+      p["scheduler"]["cycleP50Us"] = s.cycle_p50_us;
+      p["scheduler"]["cycleP99Us"] = s.cycle_p99_us;
+    }
     j["policies"].push_back(p);
   }
   return j.dump(2) + "\n";

@@ -174,6 +174,23 @@ TEST(SimulatorTest, EveryJobIsAccountedFor) {
   EXPECT_LE(s.goodput, 1.0);
 }
 
+TEST(WorkloadTest, FitClassRecoversTheDistributions) {
+  SyntheticSpec spec;
+  spec.horizon = Seconds(200 * 86400);
+  spec.arrivals_per_hour = 30;
+  spec.classes = {JobClass{"c", 1, {{1, 3}, {8, 1}}, Seconds(1200), 1.5}};
+  Rng rng(9);
+  std::vector<SimJob> jobs = Generate(spec, rng).value();
+  FittedClass fit = FitClass(jobs, "fitted").value();
+  EXPECT_NEAR(fit.arrivals_per_hour, 30, 0.5);
+  EXPECT_NEAR(ToSeconds(fit.job_class.duration_median), 1200, 40);
+  EXPECT_NEAR(fit.job_class.duration_sigma, 1.5, 0.03);
+  ASSERT_EQ(fit.job_class.sizes.size(), 2u);
+  const double share1 = fit.job_class.sizes[0].second / (fit.job_class.sizes[0].second + fit.job_class.sizes[1].second);
+  EXPECT_NEAR(share1, 0.75, 0.01);
+  EXPECT_FALSE(FitClass({jobs[0]}, "x").ok());
+}
+
 TEST(SimulatorTest, PreemptedJobCheckpointsWithinGrace) {
   const Topology topo = Cluster(64);
   SimConfig c = OneQueue();

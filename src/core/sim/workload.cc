@@ -1,6 +1,8 @@
 #include "core/sim/workload.h"
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 
 namespace unipool::sim {
 
@@ -33,6 +35,31 @@ static int64_t PickSize(const JobClass& c, Rng& rng) {
     if ((x -= w) < 0) return gpus;
   }
   return c.sizes.back().first;
+}
+
+Result<FittedClass> FitClass(const std::vector<SimJob>& jobs, const std::string& name) {
+  if (jobs.size() < 2) return InvalidArgument("cannot fit a workload to fewer than two jobs");
+  std::map<int64_t, double> sizes;
+  double sum = 0, sum_sq = 0;
+  Time first = jobs.front().submit, last = jobs.front().submit;
+  for (const SimJob& j : jobs) {
+    sizes[j.gpus.value()] += 1;
+    const double l = std::log(std::max(1.0, ToSeconds(j.work)));
+    sum += l;
+    sum_sq += l * l;
+    first = std::min(first, j.submit);
+    last = std::max(last, j.submit);
+  }
+  const double n = static_cast<double>(jobs.size());
+  const double mean = sum / n;
+  FittedClass fit;
+  fit.job_class.name = name;
+  fit.job_class.sizes.assign(sizes.begin(), sizes.end());
+  fit.job_class.duration_median = Nanoseconds(std::llround(std::exp(mean) * 1e9));
+  fit.job_class.duration_sigma = std::sqrt(std::max(0.0, sum_sq / n - mean * mean));
+  const double hours = std::max(ToSeconds(last - first) / 3600, 1e-9);
+  fit.arrivals_per_hour = (n - 1) / hours;
+  return fit;
 }
 
 Result<std::vector<SimJob>> Generate(const SyntheticSpec& spec, Rng& rng) {
