@@ -25,6 +25,9 @@ struct Scheduler::CycleState {
   bool any_blocked = false;       // some job could not get GPUs
   bool reservation_active = false;  // jobs from here on respect it
   int preemption_attempts = 0;
+  std::set<JobId> held_back;  // stopped victims of a preemptor still waiting
+  // Groups being freed for waiting preemptors: others place elsewhere.
+  std::optional<std::pair<int, GroupId>> protected_group;
   // Placement failures already seen this cycle: (task_gpus, max_level,
   // partition, span, excluded) -> the fewest tasks that failed. Free space
   // only shrinks within a cycle, so a larger request fails as well.
@@ -347,7 +350,7 @@ void Scheduler::RestartAfterFailure(JobInfo& job, Time now) {
   for (const Task& t : lost) lost_gpus += CountGpus(t.gpus);
   std::vector<Task> fresh;
   std::optional<NodeId> spare =
-      lost.size() == 1 ? FindSpare(failed, static_cast<int32_t>(lost_gpus)) : std::nullopt;
+      lost.size() == 1 ? FindSpare(job, failed, static_cast<int32_t>(lost_gpus)) : std::nullopt;
   if (spare) {
     // The spare stops being one; the failed node, once repaired, is the new spare.
     spare_[spare->value()] = false;
@@ -393,15 +396,20 @@ void Scheduler::RestartAfterFailure(JobInfo& job, Time now) {
   out_.push_back(StartJob{job.spec.id, job.placement, job.partition});
 }
 
-// A hot spare for a failed node: up, idle, with enough GPUs, in the failed
-// node's scale-up domain, else its leaf (tier 1).
-std::optional<NodeId> Scheduler::FindSpare(NodeId failed, int32_t gpus) const {
-  for (int tier = 0; tier < std::min(2, topo_->num_tiers()); ++tier) {
+// A hot spare for a job's failed node: up, idle, with enough GPUs, in the
+// failed node's scale-up domain, else its leaf (tier 1).
+std::optional<NodeId> Scheduler::FindSpare(const JobInfo& job, NodeId failed, int32_t gpus) const {
+  // Stay within the job's required tier and, unless it may span them, its partition.
+  int tiers = std::min(2, topo_->num_tiers());
+  if (job.spec.required_tier >= 0) tiers = std::min(tiers, job.spec.required_tier + 1);
+  const int32_t partition = job.spec.span_partitions ? -1 : topo_->node_partition(failed);
+  for (int tier = 0; tier < tiers; ++tier) {
     const GroupId g = topo_->group_of(failed, tier);
     const NodeId first = topo_->group_first_node(tier, g);
     for (int32_t n = first.value(); n < first.value() + topo_->group_num_nodes(tier, g); ++n) {
       if (spare_[n] && node_state_[n] == NodeState::kUp && node_jobs_[n].empty() &&
-          topo_->node_gpus(NodeId(n)).value() >= gpus) {
+          topo_->node_gpus(NodeId(n)).value() >= gpus &&
+          (partition < 0 || topo_->node_partition(NodeId(n)) == partition)) {
         return NodeId(n);
       }
     }
@@ -486,6 +494,7 @@ std::vector<Decision> Scheduler::Schedule(Time now) {
   stats_.cycles++;
   CycleState cs;
   cs.now = now;
+  StopOverdue(now);
   PlacePreemptors(cs);
   PlaceInOrder(cs);
   Grow(cs);
@@ -494,7 +503,24 @@ std::vector<Decision> Scheduler::Schedule(Time now) {
   return out;
 }
 
+// Preempted jobs whose stop was never reported, well past their deadline,
+// are taken as gone: requeued from their last checkpoint, so that their
+// preemptors are not held up for ever.
+void Scheduler::StopOverdue(Time now) {
+  std::vector<JobId> overdue;
+  for (JobId id : running_) {
+    const JobInfo& j = jobs_.at(id);
+    if (j.phase == JobPhase::kPreempting && now > j.preempt_deadline + options_.stop_timeout) {
+      overdue.push_back(id);
+    }
+  }
+  for (JobId id : overdue) Requeue(jobs_.at(id), NodeId(), now);
+}
+
 // Jobs whose victims have all stopped go first: the GPUs were freed for them.
+// While some victims are still stopping, the GPUs freed so far stay idle for
+// the preemptor: the victims already stopped wait (PlaceInOrder skips them)
+// and elastic jobs do not grow.
 void Scheduler::PlacePreemptors(CycleState& cs) {
   for (auto it = preemptors_.begin(); it != preemptors_.end();) {
     JobInfo& job = jobs_.at(*it);
@@ -503,6 +529,9 @@ void Scheduler::PlacePreemptors(CycleState& cs) {
       return vit != jobs_.end() && vit->second.phase == JobPhase::kPreempting;
     });
     if (waiting) {
+      cs.any_blocked = true;
+      for (JobId v : job.victims) cs.held_back.insert(v);
+      if (!cs.protected_group) cs.protected_group = job.preempt_target;
       ++it;
       continue;
     }
@@ -529,7 +558,8 @@ void Scheduler::PlaceInOrder(CycleState& cs) {
     const int32_t q = std::get<1>(heap.top());
     heap.pop();
     auto& it = cursor[q];
-    while (it != pending_[q].end() && preemptors_.count(it->id)) ++it;  // waiting on victims
+    // Skip preemptors waiting on victims, and victims held back for them.
+    while (it != pending_[q].end() && (preemptors_.count(it->id) || cs.held_back.count(it->id))) ++it;
     if (it == pending_[q].end()) continue;
     JobInfo& job = jobs_.at(it->id);
     if (cs.attempts >= options_.max_attempts_per_cycle) return;
@@ -667,13 +697,14 @@ bool Scheduler::TryPlace(JobInfo& job, CycleState& cs) {
   PlaceRequest base;
   base.task_gpus = s.task_gpus;
   if (s.required_tier >= 0) base.max_level = s.required_tier + 1;
+  if (cs.protected_group && !preemptors_.count(s.id)) base.exclude = cs.protected_group;
   // Plan: respect the reservation of the job ahead.
   bool in_the_way = false;
   const bool reserved_for_other = cs.reservation_active && reservation_ && reservation_->holder != s.id;
   if (reserved_for_other) {
     const bool ends_before = s.runtime_estimate.value() > 0 && reservation_->at.value() >= 0 &&
                              cs.now + s.runtime_estimate <= reservation_->at;
-    if (!ends_before && !s.preemptible && reservation_->tier >= 0) {
+    if (!ends_before && !s.preemptible && reservation_->tier >= 0 && !base.exclude) {
       base.exclude = std::make_pair(reservation_->tier, reservation_->group);
     }
     in_the_way = !ends_before && s.preemptible;
@@ -707,7 +738,8 @@ bool Scheduler::TryPlace(JobInfo& job, CycleState& cs) {
   }
   cs.any_blocked = true;
   job.reason = first_failure ? *first_failure : PendingReason(reason::NotEnoughGpus{floor, free_gpus()});
-  if (base.exclude) {
+  if (base.exclude && reservation_ && base.exclude->first == reservation_->tier &&
+      base.exclude->second == reservation_->group && reservation_->holder != s.id) {
     job.reason = reason::WaitingForReservation{reservation_->holder, reservation_->at};
   }
   if (TryShrink(job, base, cs)) return true;
@@ -848,6 +880,7 @@ bool Scheduler::TryPreempt(JobInfo& job, CycleState& cs) {
       job.victims.push_back(v.spec.id);
     }
     preemptors_.insert(s.id);
+    job.preempt_target = std::make_pair(o.tier, GroupId(o.group));
     job.reason = reason::WaitingForPreemption{job.victims};
     return true;
   }

@@ -12,8 +12,8 @@
 //                             later jobs backfill only around it.
 // When a job cannot fit, checkpoint-aware preemption may free GPUs for it.
 //
-// A cycle (Schedule) runs in named phases: ExpireDrains, Order, Place
-// (with Preempt and Reserve on failure), Grow.
+// A cycle (Schedule) runs in named phases: StopOverdue, PlacePreemptors,
+// PlaceInOrder (with Shrink, Preempt and Reserve on failure), Grow.
 //
 // Determinism: same events in the same order give the same decisions. No
 // clocks, threads or randomness; ties broken by ids.
@@ -58,6 +58,9 @@ struct SchedulerOptions {
   // Preemption searches per cycle (each looks at every running job); jobs
   // past the limit try again in a later cycle.
   int max_preemption_attempts_per_cycle = 4;
+  // A preempted job not reported stopped this long after its deadline is
+  // taken as gone (its driver was told to kill it at the deadline).
+  Duration stop_timeout = Seconds(60);
   // How often a standing reservation is recomputed (it is always recomputed
   // when its holder changes).
   Duration reservation_refresh = Seconds(30);
@@ -99,6 +102,8 @@ struct JobInfo {
   PendingReason reason = reason::New{};
   std::vector<JobId> victims;    // preemptions under way for this job
   Time last_preempt_attempt = Time(-1);
+  // The group the victims are freeing, kept for this job until it starts.
+  std::optional<std::pair<int, GroupId>> preempt_target;
   Gpus allocated() const { return placement.gpus(); }
 };
 
@@ -192,7 +197,7 @@ class Scheduler {
   struct CycleState;
 
   // Phases.
-  void DrainExpired(Time now);
+  void StopOverdue(Time now);
   void PlacePreemptors(CycleState& cs);
   void PlaceInOrder(CycleState& cs);
   bool TryPlace(JobInfo& job, CycleState& cs);
@@ -220,7 +225,7 @@ class Scheduler {
   void MakePending(JobInfo& job, Time now);
   void Requeue(JobInfo& job, NodeId failed, Time now);
   void RestartAfterFailure(JobInfo& job, Time now);
-  std::optional<NodeId> FindSpare(NodeId failed, int32_t gpus) const;
+  std::optional<NodeId> FindSpare(const JobInfo& job, NodeId failed, int32_t gpus) const;
   void SetUsable(NodeId node, bool usable);
   int64_t LostGpuSeconds(const JobInfo& job, Time now) const;
   std::optional<std::string> Infeasible(const JobInfo& job) const;

@@ -201,6 +201,38 @@ TEST_F(SchedulerTest, PreemptionPicksTheVictimThatLosesLeastWork) {
   EXPECT_EQ(Phase(11), JobPhase::kPending);
 }
 
+TEST_F(SchedulerTest, GpusFreedForAPreemptorWaitForIt) {
+  QueueId q = AddQueue("q");
+  for (int i = 0; i < 6; ++i) Submit(Job(10 + i, q, 32));
+  Cycle();
+  Advance(3600);
+  Submit(Job(1, q, 64, /*priority=*/10));  // needs two victims
+  auto pre = Of<PreemptJob>(Cycle());
+  ASSERT_EQ(pre.size(), 2u);
+  // The first victim stops; the second is still checkpointing. Its GPUs
+  // stay free for job 1: neither the victim nor anyone else takes them.
+  Advance(10);
+  ASSERT_TRUE(sched_->Stopped(pre[0].job, now_).ok());
+  Submit(Job(2, q, 32));
+  EXPECT_TRUE(Started(Cycle()).empty());
+  Advance(10);
+  ASSERT_TRUE(sched_->Stopped(pre[1].job, now_).ok());
+  EXPECT_EQ(Started(Cycle()).front(), 1);
+}
+
+TEST_F(SchedulerTest, OverduePreemptedJobsAreTakenAsGone) {
+  QueueId q = AddQueue("q");
+  Submit(Job(10, q, 192));
+  Cycle();
+  Advance(3600);
+  Submit(Job(1, q, 64, /*priority=*/10));
+  ASSERT_EQ(Of<PreemptJob>(Cycle()).size(), 1u);
+  Advance(60 + 60 + 1);  // grace (60 s) + stop timeout (60 s) passed, no report
+  auto d = Cycle();
+  EXPECT_EQ(Of<RequeueJob>(d).size(), 1u);
+  EXPECT_EQ(Started(d), std::vector<int64_t>{1});
+}
+
 TEST_F(SchedulerTest, NonPreemptibleAndYoungJobsAreNeverVictims) {
   QueueId q = AddQueue("q", /*guarantee=*/192);
   JobSpec pinned = Job(10, q, 128);

@@ -49,6 +49,7 @@ struct JobState {
   Duration seg_done;        // work done in it before seg_start
   Time seg_start;           // when the current rate began in this segment
   Time run_start;
+  int64_t stop_loss = 0;    // GPU-seconds a preemption under way will lose
 };
 
 }  // namespace
@@ -262,9 +263,10 @@ struct Simulator::Impl {
     return Duration(0);
   }
 
-  void Start(int64_t i, Gpus alloc) {
+  void Start(int64_t i, const sched::Placement& placement) {
     const SimJob& j = jobs[i];
     JobState& s = state[i];
+    const Gpus alloc = placement.gpus();
     s.phase = Phase::kRestarting;
     s.epoch++;
     s.alloc = alloc;
@@ -272,6 +274,13 @@ struct Simulator::Impl {
     s.interval = Interval(j, alloc);
     s.run_start = now;
     if (out.jobs[i].first_start.value() < 0) out.jobs[i].first_start = now;
+    // Placed on a node that failed but is not detected yet: it never runs.
+    for (const sched::Task& t : placement.tasks) {
+      if (down_count[t.node.value()] > 0) {
+        s.phase = Phase::kDead;
+        return;
+      }
+    }
     Push(now + j.restart_cost, Ev::kBeginCompute, i, s.epoch);
   }
 
@@ -304,12 +313,12 @@ struct Simulator::Impl {
     const SimJob& j = jobs[i];
     JobState& s = state[i];
     if (out.jobs[i].committed + s.seg_target >= j.work) {  // done
+      if (!sched.Finish(Sid(i), now).ok()) return;  // not running as the scheduler sees it
       Commit(i, s.seg_target);
       s.phase = Phase::kDone;
       out.jobs[i].end = now;
       out.jobs[i].held += now - s.run_start;
       --open_jobs;
-      (void)sched.Finish(Sid(i), now);
       dirty = true;
       return;
     }
@@ -326,8 +335,6 @@ struct Simulator::Impl {
   // SIGTERM: checkpoint if the grace period allows, then stop.
   void Preempt(int64_t i, Time deadline) {
     JobState& s = state[i];
-    out.jobs[i].preemptions++;
-    out.preemptions++;
     Duration saved(0);
     Time stop = now;
     if (s.phase == Phase::kComputing || s.phase == Phase::kWriting) {
@@ -338,17 +345,18 @@ struct Simulator::Impl {
       } else {
         stop = deadline;
       }
-    } else if (s.phase == Phase::kDead) {
-      return;  // a failure got there first
+    } else if (s.phase != Phase::kRestarting) {
+      return;  // a failure got there first, or the job already ended
     }
+    stop = std::max(stop, now);
     // Lost: the work not saved, and the restart it will need.
     const Duration unsaved = s.phase == Phase::kComputing || s.phase == Phase::kWriting
                                  ? (s.phase == Phase::kWriting ? s.seg_target : SegmentProgress(s)) - saved
                                  : Duration(0);
-    const int64_t lost = static_cast<int64_t>(
+    s.stop_loss = static_cast<int64_t>(
         ToSeconds(unsaved + jobs[i].restart_cost) * static_cast<double>(s.alloc.value()));
-    out.preempted_lost_gpu_seconds += lost;
-    out.jobs[i].lost_gpu_seconds += lost;
+    out.jobs[i].preemptions++;
+    out.preemptions++;
     s.phase = Phase::kStopping;
     s.epoch++;
     s.seg_target = saved;  // committed when the stop completes
@@ -357,6 +365,9 @@ struct Simulator::Impl {
 
   void StopDone(int64_t i) {
     JobState& s = state[i];
+    // Booked now: a failure during the grace period books its own loss.
+    out.preempted_lost_gpu_seconds += s.stop_loss;
+    out.jobs[i].lost_gpu_seconds += s.stop_loss;
     if (s.seg_target.value() > 0) {
       Commit(i, s.seg_target);
       (void)sched.Checkpointed(Sid(i), now);
@@ -427,7 +438,7 @@ struct Simulator::Impl {
 
   void Apply(const sched::Decision& d) {
     if (const auto* s = std::get_if<sched::StartJob>(&d)) {
-      Start(Index(s->job), s->placement.gpus());
+      Start(Index(s->job), s->placement);
     } else if (const auto* p = std::get_if<sched::PreemptJob>(&d)) {
       Preempt(Index(p->job), p->deadline);
     } else if (const auto* r = std::get_if<sched::ResizeJob>(&d)) {
