@@ -96,6 +96,7 @@ Scheduler::Scheduler(const Topology& topo, SchedulerOptions options)
 }
 
 void Scheduler::SetUsable(NodeId node, bool usable) {
+  if (usable) freed_since_grow_ = true;
   global_.SetUsable(node, usable);
   PoolFor(topo_->node_partition(node)).SetUsable(node, usable);
 }
@@ -321,6 +322,7 @@ Status Scheduler::SetNodeStates(const std::vector<NodeId>& nodes, NodeState stat
         JobInfo& job = jobs_.at(id);
         if (job.phase != JobPhase::kRunning || !job.spec.preemptible) continue;  // runs to its end
         job.phase = JobPhase::kPreempting;
+        preempting_.insert(id);
         job.preempt_deadline = now + queues_.spec(job.spec.queue).grace;
         job.preemptions++;
         stats_.preemptions++;
@@ -457,6 +459,7 @@ void Scheduler::Commit(JobInfo& job, const Placement& p, int32_t partition, Time
 // Takes or returns `tasks` (sorted by node) in the global pool and in the
 // partition pools, then flushes them.
 void Scheduler::ApplyToPools(const std::vector<Task>& tasks, bool take) {
+  if (!take) freed_since_grow_ = true;
   take ? global_.TakeAll(tasks) : global_.ReleaseAll(tasks);
   if (!partitions_.empty()) {
     // Split by partition, keeping node order within each.
@@ -484,6 +487,7 @@ void Scheduler::Release(JobInfo& job) {
     running_priorities_.erase(running_priorities_.find(job.spec.priority));
   }
   elastic_.erase(job.spec.id);
+  preempting_.erase(job.spec.id);
 }
 
 // ---- The cycle -------------------------------------------------------------
@@ -506,11 +510,9 @@ std::vector<Decision> Scheduler::Schedule(Time now) {
 // preemptors are not held up for ever.
 void Scheduler::StopOverdue(Time now) {
   std::vector<JobId> overdue;
-  for (JobId id : running_) {
+  for (JobId id : preempting_) {
     const JobInfo& j = jobs_.at(id);
-    if (j.phase == JobPhase::kPreempting && now > j.preempt_deadline + options_.stop_timeout) {
-      overdue.push_back(id);
-    }
+    if (now > j.preempt_deadline + options_.stop_timeout) overdue.push_back(id);
   }
   for (JobId id : overdue) Requeue(jobs_.at(id), NodeId(), now);
 }
@@ -869,6 +871,7 @@ bool Scheduler::TryPreempt(JobInfo& job, CycleState& cs) {
     for (size_t c : o.chosen) {
       JobInfo& v = jobs_.at(candidates[c].id);
       v.phase = JobPhase::kPreempting;
+      preempting_.insert(v.spec.id);
       v.preempt_deadline = cs.now + queues_.spec(v.spec.queue).grace;
       v.preemptions++;
       stats_.preemptions++;
@@ -1027,7 +1030,9 @@ void Scheduler::Reserve(JobInfo& job, CycleState& cs) {
 // inside the group the job already spans when possible; only when no job is
 // blocked for lack of GPUs.
 void Scheduler::Grow(CycleState& cs) {
-  if (cs.any_blocked) return;
+  // Growth only fails again until some GPUs come free.
+  if (cs.any_blocked || !freed_since_grow_ || elastic_.empty()) return;
+  freed_since_grow_ = false;
   for (JobId id : elastic_) {
     JobInfo& job = jobs_.at(id);
     const JobSpec& s = job.spec;

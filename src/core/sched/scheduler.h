@@ -248,6 +248,8 @@ class Scheduler {
   std::vector<bool> spare_;                     // [node] a hot spare
   std::set<JobId> preemptors_;                  // jobs whose victims are stopping
   std::set<JobId> elastic_;                     // running elastic jobs
+  std::set<JobId> preempting_;                  // told to stop, not yet gone
+  bool freed_since_grow_ = true;                // GPUs came free since Grow last ran
   std::multiset<int32_t> running_priorities_;
   // [tier][partition + 1]: GPUs of the largest group of the tier within the
   // partition (index 0: any), counting every node as if up and idle.
