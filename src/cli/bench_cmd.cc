@@ -335,8 +335,7 @@ int RunBenchSched(const BenchOptions& opt) {
   // 3. The same workload with first-fit placement.
   if (opt.first_fit) {
     say("first-fit baseline... ");
-    BenchOptions ff = opt;
-    Workload base(*topo, ff, *mix, sched::PlacerKind::kFirstFit);
+    Workload base(*topo, opt, *mix, sched::PlacerKind::kFirstFit);
     base.Fill();
     base.Churn(opt.first_fit_decisions, nullptr);
     const Workload::Quality& b = base.quality();

@@ -218,7 +218,6 @@ Status ReadWorkload(const YAML::Node& node, const std::string& file, SimFile* ou
     Result<sim::FittedClass> fit = sim::FitClass(trace->jobs, "fitted");
     if (!fit.ok()) return InvalidArgument(s->PathOf("fitTrace") + ": " + fit.status().message(), s->loc());
     spec.classes.push_back(fit->job_class);
-    out->config.class_names.push_back("fitted");
     spec.arrivals_per_hour = fit->arrivals_per_hour;
   }
   UNIPOOL_RETURN_IF_ERROR(
@@ -235,7 +234,6 @@ Status ReadWorkload(const YAML::Node& node, const std::string& file, SimFile* ou
     UNIPOOL_RETURN_IF_ERROR(ReadClass(classes[i], "spec.workload.synthetic.classes[" +
                                                       std::to_string(i) + "]",
                                       out->config.queues, &spec.classes.back()));
-    out->config.class_names.push_back(spec.classes.back().name);
   }
   out->synthetic = std::move(spec);
   return Status::Ok();

@@ -199,7 +199,13 @@ PlaceOutcome FirstFitPlacer::Place(const Pool& pool, const PlaceRequest& req) co
   const Topology& topo = pool.topology();
   Placed placed;
   int64_t left = req.tasks;
-  for (int32_t n = 0; n < topo.num_nodes() && left > 0; ++n) {
+  int32_t first = 0, end = topo.num_nodes();
+  if (req.within) {  // only the nodes of that group
+    const auto [tier, group] = *req.within;
+    first = topo.group_first_node(tier, group).value();
+    end = first + topo.group_num_nodes(tier, group);
+  }
+  for (int32_t n = first; n < end && left > 0; ++n) {
     const NodeId id(n);
     const int64_t here = std::min<int64_t>(left, pool.TasksOn(id, req.task_gpus));
     if (here == 0) continue;

@@ -60,7 +60,8 @@ class TopologyPlacer final : public Placer {
   int LowestLevel(const Pool& pool, const PlaceRequest& req) const;
 };
 
-// Baseline: takes nodes in id order, as many tasks per node as fit.
+// Baseline: takes nodes in id order (inside `within` when given), as many
+// tasks per node as fit.
 class FirstFitPlacer final : public Placer {
  public:
   PlaceOutcome Place(const Pool& pool, const PlaceRequest& req) const override;

@@ -130,6 +130,15 @@ TEST_F(PlacerTest, FirstFitCrossesRacksWhereTopologyPlacerDoesNot) {
   EXPECT_EQ(PlaceOk(2, 8).score.span_tier, 1);
 }
 
+TEST_F(PlacerTest, FirstFitStaysWithinTheGroupAsked) {
+  PlaceRequest req;
+  req.tasks = 2;
+  req.within = std::make_pair(2, GroupId(1));  // pod-1: nodes 8..15
+  PlaceOutcome out = FirstFitPlacer().Place(pool_, req);
+  ASSERT_TRUE(std::holds_alternative<Placed>(out));
+  EXPECT_EQ(Nodes(std::get<Placed>(out).placement), (std::vector<int32_t>{8, 9}));
+}
+
 TEST_F(PlacerTest, AllReduceEstimateFollowsTheSlowestHop) {
   // 16 GPUs in one rack: 2*(15/16)*8 Gib over 400 Gb/s + 30 x 2 us.
   Placement p = PlaceOk(2, 8);

@@ -69,7 +69,7 @@ class QueueTree {
 
   // Fair-share order key: queues within guarantee first (least used share
   // of guarantee first), then by usage per unit of weight. Smaller goes
-  // first. `extra` is usage granted earlier in the same cycle.
+  // first. Usage granted earlier in a cycle counts at once (Charge).
   double ShareKey(QueueId q) const;
 
  private:

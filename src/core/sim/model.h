@@ -116,7 +116,6 @@ struct SimConfig {
   std::vector<QueueConfig> queues;   // at least one
   std::vector<FailureProcess> failures;
   std::vector<Maintenance> maintenance;
-  std::vector<std::string> class_names;  // for reports
 };
 
 }  // namespace unipool::sim

@@ -78,7 +78,6 @@ struct Simulator::Impl {
   int64_t open_jobs = 0;
   std::vector<int32_t> down_count;  // per node: failures not yet repaired
   std::vector<int32_t> node_cause;  // per node: process of its last failure
-  std::vector<std::vector<int64_t>> instance_nodes_cache;
   int64_t failures_so_far = 0;
   int64_t nodes_down = 0;
   int64_t down_gpus = 0;
