@@ -7,6 +7,8 @@ packages=(
   build-essential cmake pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libyaml-cpp-dev
+  libcpp-httplib-dev libsqlite3-dev libssl-dev
+  prometheus wrk
 )
 
 missing=()

@@ -22,6 +22,9 @@ enum class StatusCode {
   kAlreadyExists,       // pick another name or id
   kFailedPrecondition,  // the system is not in a state that allows this now
   kResourceExhausted,   // over a quota or a limit
+  kAborted,             // a concurrent change won (compare-and-swap); re-read and retry
+  kUnauthenticated,     // no or unknown credentials
+  kPermissionDenied,    // known caller, not allowed to do this
   kUnavailable,         // transient; retry later
   kInternal,            // a bug: an invariant broke
 };
@@ -68,6 +71,21 @@ inline Status FailedPrecondition(std::string msg) {
 }
 inline Status ResourceExhausted(std::string msg) {
   return Status(StatusCode::kResourceExhausted, std::move(msg));
+}
+inline Status Aborted(std::string msg) {
+  return Status(StatusCode::kAborted, std::move(msg));
+}
+inline Status Unauthenticated(std::string msg) {
+  return Status(StatusCode::kUnauthenticated, std::move(msg));
+}
+inline Status PermissionDenied(std::string msg) {
+  return Status(StatusCode::kPermissionDenied, std::move(msg));
+}
+inline Status Unavailable(std::string msg) {
+  return Status(StatusCode::kUnavailable, std::move(msg));
+}
+inline Status Internal(std::string msg) {
+  return Status(StatusCode::kInternal, std::move(msg));
 }
 inline Status AlreadyExists(std::string msg) {
   return Status(StatusCode::kAlreadyExists, std::move(msg));

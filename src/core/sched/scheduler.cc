@@ -179,6 +179,46 @@ Status Scheduler::Submit(const JobSpec& spec, Time now) {
   return Status::Ok();
 }
 
+Status Scheduler::Restore(const JobSpec& spec, const Placement& placement, Time submitted,
+                          Time started, Time last_checkpoint, int32_t restarts) {
+  UNIPOOL_RETURN_IF_ERROR(Check(spec));
+  const std::string job = "job " + std::to_string(spec.id.value());
+  if (placement.tasks.empty()) return InvalidArgument(job + ": empty placement");
+  for (size_t i = 0; i < placement.tasks.size(); ++i) {
+    const Task& t = placement.tasks[i];
+    if (t.node.value() < 0 || t.node.value() >= topo_->num_nodes()) {
+      return InvalidArgument(job + ": unknown node in its placement");
+    }
+    if (i > 0 && !(placement.tasks[i - 1].node < t.node)) {
+      return InvalidArgument(job + ": placement not sorted by node");
+    }
+    if ((global_.free_mask(t.node) & t.gpus) != t.gpus) {
+      return FailedPrecondition(job + ": GPUs on " + topo_->node_name(t.node) +
+                                " are not free");
+    }
+  }
+  JobInfo info;
+  info.spec = spec;
+  info.spec.task_gpus = TaskGpus(spec);
+  if (info.spec.min_gpus.value() > 0 && info.spec.step.value() == 0) {
+    info.spec.step = Gpus(info.spec.task_gpus);
+  }
+  info.submitted = submitted;
+  info.restarts = restarts;
+  JobInfo& j = jobs_.emplace(spec.id, std::move(info)).first->second;
+  Placement p = placement;
+  ScorePlacement(*topo_, p);
+  int32_t partition = topo_->node_partition(p.tasks.front().node);
+  for (const Task& t : p.tasks) {
+    if (topo_->node_partition(t.node) != partition) partition = -1;
+  }
+  Commit(j, p, partition, started);
+  out_.pop_back();  // the StartJob Commit recorded: the job was already running
+  j.started = started;
+  j.last_checkpoint = std::max(last_checkpoint, started);
+  return Status::Ok();
+}
+
 void Scheduler::MakePending(JobInfo& job, Time now) {
   job.phase = JobPhase::kPending;
   job.placement = Placement{};

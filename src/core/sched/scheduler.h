@@ -133,6 +133,11 @@ class Scheduler {
   // Errors: unknown or non-leaf queue, duplicate id, bad shape
   // (gpus not a multiple of task_gpus, task larger than any node, ...).
   Status Submit(const JobSpec& spec, Time now);
+  // Takes back a job that was running at `placement` before its driver
+  // restarted (the server recovering from its store). No decision is made.
+  // Errors: as Submit, plus a GPU of the placement not free or not usable.
+  Status Restore(const JobSpec& spec, const Placement& placement, Time submitted, Time started,
+                 Time last_checkpoint, int32_t restarts);
   // Removes a pending job, or releases a running one's GPUs at once.
   Status Cancel(JobId job, Time now);
   // A running job ended (success or a terminal failure): its GPUs are free.

@@ -587,3 +587,37 @@ TEST(SchedulerPropertyTest, SameEventsSameDecisions) {
 
 }  // namespace
 }  // namespace unipool::sched
+
+namespace unipool::sched {
+namespace {
+
+// A driver that restarts rebuilds the scheduler from its records: running
+// jobs come back where they were, and the next cycle changes nothing.
+TEST_F(SchedulerTest, RestoreTakesBackRunningJobs) {
+  const QueueId q = AddQueue("a");
+  Submit(Job(1, q, 16));
+  Submit(Job(2, q, 8));
+  const auto started = Of<StartJob>(Cycle());
+  ASSERT_EQ(started.size(), 2u);
+
+  Scheduler fresh(*topo_);
+  QueueSpec qs;
+  qs.name = "a";
+  ASSERT_TRUE(fresh.queues().Add(qs).ok());
+  for (const StartJob& s : started) {
+    ASSERT_TRUE(fresh.Restore(Job(s.job.value(), q, s.placement.gpus().value()), s.placement,
+                              now_, now_, now_, 0)
+                    .ok());
+  }
+  EXPECT_EQ(fresh.allocated_gpus().value(), 24);
+  EXPECT_EQ(fresh.running_count(), 2);
+  EXPECT_TRUE(fresh.Schedule(now_).empty());
+  EXPECT_TRUE(fresh.CheckInvariants().ok());
+  // The same GPUs twice are refused.
+  Status twice = fresh.Restore(Job(3, q, 8), started[1].placement, now_, now_, now_, 0);
+  EXPECT_EQ(twice.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(twice.message().find("not free"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace unipool::sched

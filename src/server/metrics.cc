@@ -1,0 +1,142 @@
+#include "server/metrics.h"
+
+#include <cassert>
+#include <cmath>
+#include <cstdio>
+
+namespace unipool::server {
+namespace {
+
+std::string Number(double v) {
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  if (std::isnan(v)) return "NaN";
+  if (v == std::floor(v) && std::fabs(v) < 1e15) return std::to_string(static_cast<int64_t>(v));
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+std::string Escape(const std::string& s, bool quote) {
+  std::string out;
+  for (char c : s) {
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '\n')
+      out += "\\n";
+    else if (c == '"' && quote)
+      out += "\\\"";
+    else
+      out += c;
+  }
+  return out;
+}
+
+// Inserts le="bound" as the last label of `labels` (rendered).
+std::string WithLe(const std::string& labels, const std::string& le) {
+  if (labels.empty()) return "{le=\"" + le + "\"}";
+  return labels.substr(0, labels.size() - 1) + ",le=\"" + le + "\"}";
+}
+
+const char* TypeName(Metrics::Type t) {
+  switch (t) {
+    case Metrics::Type::kCounter:
+      return "counter";
+    case Metrics::Type::kGauge:
+      return "gauge";
+    case Metrics::Type::kHistogram:
+      return "histogram";
+  }
+  return "untyped";
+}
+
+}  // namespace
+
+std::string RenderLabels(const Labels& labels) {
+  if (labels.empty()) return "";
+  std::string out = "{";
+  for (size_t i = 0; i < labels.size(); ++i) {
+    if (i) out += ',';
+    out += labels[i].first + "=\"" + Escape(labels[i].second, true) + "\"";
+  }
+  return out + "}";
+}
+
+std::vector<double> Metrics::LatencyBuckets() {
+  return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+          0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10};
+}
+
+void Metrics::Declare(const std::string& name, Type type, const std::string& help,
+                      std::vector<double> buckets) {
+  std::lock_guard lock(mu_);
+  assert(!families_.contains(name));
+  Family& f = families_[name];
+  f.type = type;
+  f.help = help;
+  f.buckets = std::move(buckets);
+}
+
+Metrics::Family& Metrics::Get(const std::string& name, Type type) {
+  auto it = families_.find(name);
+  assert(it != families_.end() && it->second.type == type);
+  return it->second;
+}
+
+void Metrics::Add(const std::string& name, const Labels& labels, double delta) {
+  const std::string key = RenderLabels(labels);
+  std::lock_guard lock(mu_);
+  auto it = families_.find(name);
+  assert(it != families_.end() && it->second.type != Type::kHistogram);
+  it->second.values[key] += delta;
+}
+
+void Metrics::Set(const std::string& name, const Labels& labels, double value) {
+  const std::string key = RenderLabels(labels);
+  std::lock_guard lock(mu_);
+  Get(name, Type::kGauge).values[key] = value;
+}
+
+void Metrics::Observe(const std::string& name, const Labels& labels, double value) {
+  const std::string key = RenderLabels(labels);
+  std::lock_guard lock(mu_);
+  Family& f = Get(name, Type::kHistogram);
+  Histogram& h = f.histograms[key];
+  if (h.counts.empty()) h.counts.resize(f.buckets.size(), 0);
+  for (size_t i = 0; i < f.buckets.size(); ++i) {
+    if (value <= f.buckets[i]) {
+      h.counts[i]++;
+      break;
+    }
+  }
+  h.sum += value;
+  h.count++;
+}
+
+void Metrics::Reset(const std::string& name) {
+  std::lock_guard lock(mu_);
+  Get(name, Type::kGauge).values.clear();
+}
+
+std::string Metrics::Render() const {
+  std::lock_guard lock(mu_);
+  std::string out;
+  for (const auto& [name, f] : families_) {
+    out += "# HELP " + name + " " + Escape(f.help, false) + "\n";
+    out += "# TYPE " + name + " " + TypeName(f.type) + "\n";
+    for (const auto& [labels, v] : f.values) out += name + labels + " " + Number(v) + "\n";
+    for (const auto& [labels, h] : f.histograms) {
+      uint64_t cumulative = 0;
+      for (size_t i = 0; i < f.buckets.size(); ++i) {
+        cumulative += h.counts[i];
+        out += name + "_bucket" + WithLe(labels, Number(f.buckets[i])) + " " +
+               std::to_string(cumulative) + "\n";
+      }
+      out += name + "_bucket" + WithLe(labels, "+Inf") + " " + std::to_string(h.count) + "\n";
+      out += name + "_sum" + labels + " " + Number(h.sum) + "\n";
+      out += name + "_count" + labels + " " + std::to_string(h.count) + "\n";
+    }
+  }
+  return out;
+}
+
+}  // namespace unipool::server

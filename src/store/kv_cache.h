@@ -1,0 +1,57 @@
+// KvCache: the in-memory half shared by every Store: the keys, the revision,
+// the recent history for watchers, and the durable mark. Internal to store/.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+
+#include "store/store.h"
+
+namespace unipool::store {
+
+class KvCache {
+ public:
+  explicit KvCache(size_t history) : history_limit_(history) {}
+
+  // Loads the state found on disk. REQUIRES: before any other call.
+  void Load(std::vector<KeyValue> kvs, int64_t revision);
+
+  // Checks the compares and applies `txn`; `on_applied` runs under the lock
+  // with the new revision (the caller queues it for disk in revision order).
+  Result<int64_t> Apply(const Txn& txn, const std::function<void(int64_t)>& on_applied);
+  // Every revision <= `revision` is durable: wakes watchers and syncers.
+  void MarkDurable(int64_t revision);
+  // The store failed: Sync and Watch return `status` from now on.
+  void Fail(Status status);
+  // Waits until `revision` is durable or the store failed.
+  Status WaitDurable(int64_t revision);
+  void Close();
+
+  std::optional<KeyValue> Get(std::string_view key) const;
+  std::vector<KeyValue> Range(std::string_view prefix, std::string_view start_after,
+                              size_t limit) const;
+  int64_t revision() const;
+  Result<std::vector<Event>> Watch(std::string_view prefix, int64_t since,
+                                   std::chrono::milliseconds timeout);
+
+ private:
+  Status CheckCompares(const Txn& txn) const;
+  void Record(Event e);
+  std::vector<Event> Collect(std::string_view prefix, int64_t since) const;
+
+  const size_t history_limit_;
+  mutable std::mutex mu_;
+  std::condition_variable changed_;
+  std::map<std::string, KeyValue, std::less<>> kvs_;
+  int64_t revision_ = 0;
+  int64_t durable_ = 0;
+  int64_t floor_ = 0;  // history holds every event with revision > floor_
+  std::deque<Event> history_;
+  Status failed_;
+  bool closed_ = false;
+};
+
+}  // namespace unipool::store

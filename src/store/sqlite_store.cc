@@ -1,0 +1,210 @@
+// The embedded Store: SQLite in WAL mode, synchronous=FULL, under a data
+// directory. Every key is also held in memory (KvCache) for reads and
+// watches; SQLite is written by one committer thread that takes all the
+// transactions applied since its last flush and writes them in one SQLite
+// transaction (group commit): one fsync acknowledges many writers.
+#include <sqlite3.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "store/kv_cache.h"
+
+namespace unipool::store {
+namespace {
+
+constexpr const char* kSchema =
+    "CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value BLOB NOT NULL,"
+    " create_revision INTEGER NOT NULL, mod_revision INTEGER NOT NULL) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);"
+    "INSERT OR IGNORE INTO meta VALUES ('revision', 0);"
+    "INSERT OR IGNORE INTO meta VALUES ('format', 1);";
+
+class Db {
+ public:
+  ~Db() {
+    for (sqlite3_stmt* s : {put_, del_, rev_}) sqlite3_finalize(s);
+    if (db_) sqlite3_close(db_);
+  }
+  Status Open(const std::string& path);
+  Result<std::pair<std::vector<KeyValue>, int64_t>> Load();
+  Status Write(const std::vector<std::pair<int64_t, Txn>>& batch);
+
+ private:
+  Status Error(const std::string& what) const {
+    return Unavailable("sqlite: " + what + ": " + sqlite3_errmsg(db_));
+  }
+  Status Exec(const char* sql) {
+    char* err = nullptr;
+    if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+      std::string msg = err ? err : "unknown error";
+      sqlite3_free(err);
+      return Unavailable(std::string("sqlite: ") + msg);
+    }
+    return Status::Ok();
+  }
+
+  sqlite3* db_ = nullptr;
+  sqlite3_stmt* put_ = nullptr;
+  sqlite3_stmt* del_ = nullptr;
+  sqlite3_stmt* rev_ = nullptr;
+};
+
+Status Db::Open(const std::string& path) {
+  if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) !=
+      SQLITE_OK) {
+    return Unavailable("cannot open " + path + ": " + (db_ ? sqlite3_errmsg(db_) : "no memory"));
+  }
+  sqlite3_busy_timeout(db_, 5000);
+  UNIPOOL_RETURN_IF_ERROR(Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"));
+  UNIPOOL_RETURN_IF_ERROR(Exec(kSchema));
+  if (sqlite3_prepare_v2(db_,
+                         "INSERT INTO kv VALUES (?1, ?2, ?3, ?4) ON CONFLICT(key) DO UPDATE"
+                         " SET value = ?2, mod_revision = ?4",
+                         -1, &put_, nullptr) ||
+      sqlite3_prepare_v2(db_, "DELETE FROM kv WHERE key = ?1", -1, &del_, nullptr) ||
+      sqlite3_prepare_v2(db_, "UPDATE meta SET value = ?1 WHERE name = 'revision'", -1, &rev_,
+                         nullptr)) {
+    return Error("prepare " + path);
+  }
+  return Status::Ok();
+}
+
+Result<std::pair<std::vector<KeyValue>, int64_t>> Db::Load() {
+  std::vector<KeyValue> kvs;
+  sqlite3_stmt* s = nullptr;
+  if (sqlite3_prepare_v2(db_, "SELECT key, value, create_revision, mod_revision FROM kv", -1, &s,
+                         nullptr) != SQLITE_OK) {
+    return Error("read keys");
+  }
+  while (sqlite3_step(s) == SQLITE_ROW) {
+    KeyValue kv;
+    kv.key = reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
+    kv.value.assign(static_cast<const char*>(sqlite3_column_blob(s, 1)),
+                    sqlite3_column_bytes(s, 1));
+    kv.create_revision = sqlite3_column_int64(s, 2);
+    kv.mod_revision = sqlite3_column_int64(s, 3);
+    kvs.push_back(std::move(kv));
+  }
+  sqlite3_finalize(s);
+  int64_t revision = 0;
+  if (sqlite3_prepare_v2(db_, "SELECT value FROM meta WHERE name = 'revision'", -1, &s, nullptr) !=
+      SQLITE_OK) {
+    return Error("read revision");
+  }
+  if (sqlite3_step(s) == SQLITE_ROW) revision = sqlite3_column_int64(s, 0);
+  sqlite3_finalize(s);
+  return std::make_pair(std::move(kvs), revision);
+}
+
+Status Db::Write(const std::vector<std::pair<int64_t, Txn>>& batch) {
+  UNIPOOL_RETURN_IF_ERROR(Exec("BEGIN"));
+  for (const auto& [rev, txn] : batch) {
+    for (const Op& op : txn.ops) {
+      sqlite3_stmt* s = op.type == Op::Type::kPut ? put_ : del_;
+      sqlite3_bind_text(s, 1, op.key.data(), static_cast<int>(op.key.size()), SQLITE_STATIC);
+      if (op.type == Op::Type::kPut) {
+        sqlite3_bind_blob(s, 2, op.value.data(), static_cast<int>(op.value.size()), SQLITE_STATIC);
+        sqlite3_bind_int64(s, 3, rev);
+        sqlite3_bind_int64(s, 4, rev);
+      }
+      const int rc = sqlite3_step(s);
+      sqlite3_reset(s);
+      if (rc != SQLITE_DONE) {
+        Status st = Error("write " + op.key);
+        (void)Exec("ROLLBACK");
+        return st;
+      }
+    }
+  }
+  sqlite3_bind_int64(rev_, 1, batch.back().first);
+  const int rc = sqlite3_step(rev_);
+  sqlite3_reset(rev_);
+  if (rc != SQLITE_DONE) return Error("write revision");
+  return Exec("COMMIT");
+}
+
+class SqliteStore final : public Store {
+ public:
+  explicit SqliteStore(size_t history) : cache_(history) {}
+  ~SqliteStore() override {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    if (committer_.joinable()) committer_.join();
+    cache_.Close();
+  }
+
+  Status Open(const std::string& dir) {
+    if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+      return Unavailable("cannot create data directory " + dir + ": " + std::strerror(errno));
+    }
+    UNIPOOL_RETURN_IF_ERROR(db_.Open(dir + "/unipool.db"));
+    auto loaded = db_.Load();
+    if (!loaded.ok()) return loaded.status();
+    cache_.Load(std::move(loaded->first), loaded->second);
+    committer_ = std::thread([this] { CommitLoop(); });
+    return Status::Ok();
+  }
+
+  Result<int64_t> Apply(const Txn& txn) override {
+    std::lock_guard lock(mu_);  // keeps `pending_` in revision order
+    Result<int64_t> rev = cache_.Apply(txn, [&](int64_t r) { pending_.emplace_back(r, txn); });
+    if (rev.ok()) wake_.notify_one();
+    return rev;
+  }
+  Status Sync(int64_t revision) override { return cache_.WaitDurable(revision); }
+  std::optional<KeyValue> Get(std::string_view key) const override { return cache_.Get(key); }
+  std::vector<KeyValue> Range(std::string_view prefix, std::string_view start_after,
+                              size_t limit) const override {
+    return cache_.Range(prefix, start_after, limit);
+  }
+  int64_t revision() const override { return cache_.revision(); }
+  Result<std::vector<Event>> Watch(std::string_view prefix, int64_t since,
+                                   std::chrono::milliseconds timeout) override {
+    return cache_.Watch(prefix, since, timeout);
+  }
+  void Close() override { cache_.Close(); }
+
+ private:
+  void CommitLoop() {
+    std::vector<std::pair<int64_t, Txn>> batch;
+    while (true) {
+      {
+        std::unique_lock lock(mu_);
+        wake_.wait(lock, [&] { return stop_ || !pending_.empty(); });
+        if (pending_.empty()) return;  // stopping with nothing left
+        batch.swap(pending_);
+      }
+      Status st = db_.Write(batch);
+      if (!st.ok()) {
+        cache_.Fail(st);
+        return;
+      }
+      cache_.MarkDurable(batch.back().first);
+      batch.clear();
+    }
+  }
+
+  KvCache cache_;
+  Db db_;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::vector<std::pair<int64_t, Txn>> pending_;
+  bool stop_ = false;
+  std::thread committer_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& dir, size_t history) {
+  auto s = std::make_unique<SqliteStore>(history);
+  UNIPOOL_RETURN_IF_ERROR(s->Open(dir));
+  return std::unique_ptr<Store>(std::move(s));
+}
+
+}  // namespace unipool::store

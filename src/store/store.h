@@ -1,0 +1,124 @@
+// Store: the control plane's state, as a key-value store with revisions,
+// compare-and-swap transactions and watch - the shape of etcd's v3 API, so
+// that an etcd backend can replace the embedded one without touching the
+// server.
+//
+// Model. One global revision counts committed transactions. Each key holds a
+// value and the revisions at which it was created and last modified. A
+// transaction applies all its operations, or none when one of its compares
+// fails. Watchers see every change after a revision, in order.
+//
+// Durability. Commit returns only when the transaction is durable: a
+// `kill -9` (or, for SQLite with synchronous=FULL, a power cut) after it
+// returns loses nothing. Apply + Sync split that in two so that many
+// writers share one disk flush (group commit): Apply orders the change and
+// makes it visible to Get/Range; Sync(rev) waits until rev is durable.
+// Watch only reports durable changes, so nobody acts on a change that could
+// still vanish.
+//
+// Thread safety: every method may be called from any thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/base/status.h"
+
+namespace unipool::store {
+
+struct KeyValue {
+  std::string key;
+  std::string value;
+  int64_t create_revision = 0;
+  int64_t mod_revision = 0;
+};
+
+// Holds when `key`'s mod_revision equals `mod_revision`; 0 = the key is absent.
+struct Compare {
+  std::string key;
+  int64_t mod_revision = 0;
+};
+
+struct Op {
+  enum class Type { kPut, kDelete };
+  Type type = Type::kPut;
+  std::string key;
+  std::string value;  // kPut only
+};
+
+struct Txn {
+  std::vector<Compare> compares;
+  std::vector<Op> ops;
+  Txn& Put(std::string key, std::string value) {
+    ops.push_back(Op{Op::Type::kPut, std::move(key), std::move(value)});
+    return *this;
+  }
+  Txn& Delete(std::string key) {
+    ops.push_back(Op{Op::Type::kDelete, std::move(key), {}});
+    return *this;
+  }
+  Txn& IfRevision(std::string key, int64_t mod_revision) {
+    compares.push_back(Compare{std::move(key), mod_revision});
+    return *this;
+  }
+  Txn& IfAbsent(std::string key) { return IfRevision(std::move(key), 0); }
+};
+
+struct Event {
+  enum class Type { kPut, kDelete };
+  Type type = Type::kPut;
+  KeyValue kv;  // for kDelete: key and mod_revision (the deletion's) only
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // Orders `txn` after every earlier one and makes it visible to reads;
+  // returns its revision. Not yet durable: call Sync. Errors: kAborted when
+  // a compare fails (the message names the key), kInvalidArgument for an
+  // empty transaction, kUnavailable when the store has failed.
+  virtual Result<int64_t> Apply(const Txn& txn) = 0;
+  // Returns when every revision <= `revision` is durable. Errors:
+  // kUnavailable when the disk write failed (the process should stop: what
+  // was applied in memory is not on disk).
+  virtual Status Sync(int64_t revision) = 0;
+  // Apply then Sync.
+  Result<int64_t> Commit(const Txn& txn);
+
+  virtual std::optional<KeyValue> Get(std::string_view key) const = 0;
+  // Keys starting with `prefix`, in key order, after `start_after` (exclusive;
+  // "" = from the first), at most `limit` (0 = all).
+  virtual std::vector<KeyValue> Range(std::string_view prefix, std::string_view start_after = {},
+                                      size_t limit = 0) const = 0;
+  // The revision of the last applied transaction.
+  virtual int64_t revision() const = 0;
+
+  // Durable changes under `prefix` with revision > `since`, oldest first;
+  // waits up to `timeout` for the first one (an empty result means none
+  // came). Errors: kFailedPrecondition when `since` is
+  // older than the history kept (compacted): list again, then watch from
+  // the listed revision.
+  virtual Result<std::vector<Event>> Watch(std::string_view prefix, int64_t since,
+                                           std::chrono::milliseconds timeout) = 0;
+  // Wakes every Watch now (used at shutdown).
+  virtual void Close() = 0;
+};
+
+// An in-memory store: nothing survives the process. For tests and `--store
+// memory`. History kept for watchers: `history` events.
+std::unique_ptr<Store> NewMemoryStore(size_t history = 100000);
+
+// The embedded default: SQLite in WAL mode (synchronous=FULL) in `dir`
+// (created if missing), all keys also held in memory for reads. A committer
+// thread writes pending transactions in one SQLite transaction per flush.
+// Errors: the directory or database cannot be opened or is not a unipool
+// store.
+Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& dir, size_t history = 100000);
+
+}  // namespace unipool::store
