@@ -3,7 +3,8 @@
 // process exit code through `exit_code`.
 //
 // Exit codes scripts can rely on: 0 success, 1 the operation failed,
-// 2 bad input (usage, files, specs).
+// 2 bad input (usage, files, specs), 3 not found, 4 not allowed (token
+// missing, unknown or without the role), 5 server unreachable.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -13,10 +14,15 @@ namespace unipool::cli {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailed = 1;
 inline constexpr int kExitBadInput = 2;
+inline constexpr int kExitNotFound = 3;
+inline constexpr int kExitDenied = 4;
+inline constexpr int kExitUnreachable = 5;
 
 void AddTopoCommand(CLI::App& app, int& exit_code);
 void AddBenchCommand(CLI::App& app, int& exit_code);
 void AddSimCommand(CLI::App& app, int& exit_code);
 void AddPlanCommand(CLI::App& app, int& exit_code);
+void AddServerCommand(CLI::App& app, int& exit_code);
+void AddClientCommands(CLI::App& app, int& exit_code);
 
 }  // namespace unipool::cli

@@ -15,6 +15,8 @@ int main(int argc, char** argv) {
   AddBenchCommand(app, exit_code);
   AddSimCommand(app, exit_code);
   AddPlanCommand(app, exit_code);
+  AddServerCommand(app, exit_code);
+  AddClientCommands(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,0 +1,115 @@
+#include "cli/client.h"
+
+#include <httplib.h>
+
+#include <cstdlib>
+
+#include "cli/commands.h"
+#include "io/cluster_reader.h"
+#include "io/yaml_fields.h"
+
+namespace unipool::cli {
+namespace {
+
+StatusCode CodeOf(int http) {
+  switch (http) {
+    case 400:
+    case 413:
+      return StatusCode::kInvalidArgument;
+    case 401:
+      return StatusCode::kUnauthenticated;
+    case 403:
+      return StatusCode::kPermissionDenied;
+    case 404:
+      return StatusCode::kNotFound;
+    case 409:
+      return StatusCode::kFailedPrecondition;
+    case 429:
+      return StatusCode::kResourceExhausted;
+    default:
+      return http >= 500 ? StatusCode::kUnavailable : StatusCode::kInternal;
+  }
+}
+
+}  // namespace
+
+Status ResolveClientConfig(ClientConfig* c) {
+  auto env = [](const char* name) {
+    const char* v = std::getenv(name);
+    return std::string(v ? v : "");
+  };
+  if (c->server.empty()) c->server = env("UNIPOOL_SERVER");
+  if (c->token.empty()) c->token = env("UNIPOOL_TOKEN");
+  std::string path = env("UNIPOOL_CONFIG");
+  if (path.empty() && !env("HOME").empty()) path = env("HOME") + "/.config/unipool/config.yaml";
+  Result<std::string> text = io::ReadFile(path);
+  if (text.ok() && text->find_first_not_of(" \t\r\n") != std::string::npos) {
+    Result<YAML::Node> doc = io::LoadDocument(*text, "");
+    if (!doc.ok()) return InvalidArgument(io::WithFile(path, doc.status()));
+    Result<io::Fields> f = io::Fields::Of(*doc, "", {"server", "token", "caCert"});
+    if (!f.ok()) return InvalidArgument(io::WithFile(path, f.status()));
+    std::string server, token, ca;
+    for (Status st :
+         {f->String("server", &server), f->String("token", &token), f->String("caCert", &ca)}) {
+      if (!st.ok()) return InvalidArgument(io::WithFile(path, st));
+    }
+    if (c->server.empty()) c->server = server;
+    if (c->token.empty()) c->token = token;
+    if (c->ca_cert.empty()) c->ca_cert = ca;
+  } else if (!text.ok() && !env("UNIPOOL_CONFIG").empty()) {
+    return InvalidArgument(text.status().message());
+  }
+  if (c->server.empty()) c->server = "http://127.0.0.1:8460";
+  if (!c->server.starts_with("http://") && !c->server.starts_with("https://")) {
+    return InvalidArgument("server address '" + c->server +
+                           "': expected http://HOST:PORT or https://HOST:PORT");
+  }
+  return Status::Ok();
+}
+
+Result<Json> Client::Call(const std::string& method, const std::string& path,
+                          const std::string& body, const std::string& content_type,
+                          int timeout_s) const {
+  httplib::Client http(config_.server);
+  if (!config_.ca_cert.empty()) http.set_ca_cert_path(config_.ca_cert.c_str());
+  http.set_connection_timeout(5, 0);
+  http.set_read_timeout(timeout_s, 0);
+  httplib::Headers headers;
+  if (!config_.token.empty()) headers.emplace("Authorization", "Bearer " + config_.token);
+  httplib::Result res = method == "GET"      ? http.Get(path, headers)
+                        : method == "DELETE" ? http.Delete(path, headers)
+                        : method == "PUT"    ? http.Put(path, headers, body, content_type)
+                                             : http.Post(path, headers, body, content_type);
+  if (!res) {
+    return Unavailable("cannot reach the server at " + config_.server + " (" +
+                       httplib::to_string(res.error()) + ")");
+  }
+  Json j = Json::parse(res->body, nullptr, false);
+  if (res->status >= 200 && res->status < 300) {
+    if (j.is_discarded()) return Json(res->body);  // text (metrics)
+    return j;
+  }
+  std::string message = "HTTP " + std::to_string(res->status);
+  if (j.is_object() && j.contains("error") && j["error"].is_object()) {
+    message = j["error"].value("message", message);
+  }
+  return Status(CodeOf(res->status), message);
+}
+
+int ExitCodeFor(const Status& st) {
+  switch (st.code()) {
+    case StatusCode::kInvalidArgument:
+      return kExitBadInput;
+    case StatusCode::kNotFound:
+      return kExitNotFound;
+    case StatusCode::kUnauthenticated:
+    case StatusCode::kPermissionDenied:
+      return kExitDenied;
+    case StatusCode::kUnavailable:
+      return kExitUnreachable;
+    default:
+      return kExitFailed;
+  }
+}
+
+}  // namespace unipool::cli

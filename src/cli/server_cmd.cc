@@ -1,0 +1,169 @@
+// `unipool server`: the control plane. `unipool token create`: tokens.
+#include <signal.h>
+
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include "cli/commands.h"
+#include "io/yaml_fields.h"
+#include "server/server.h"
+
+namespace unipool::cli {
+namespace {
+
+struct ServerFlags {
+  server::ServerOptions opt;
+  std::string listen = "127.0.0.1:8460";
+  std::string store = "sqlite";
+  std::string node_lease = "30s";
+  std::string min_runtime = "5m";
+  std::string log_level = "info";
+  std::string address_file;
+};
+
+Status ParseListen(const std::string& listen, server::ServerOptions* opt) {
+  const size_t colon = listen.rfind(':');
+  int64_t port = -1;
+  if (colon == std::string::npos || !io::ParseInt64(listen.substr(colon + 1), &port) || port < 0 ||
+      port > 65535) {
+    return InvalidArgument("--listen: expected HOST:PORT (port 0 picks a free one), got '" +
+                           listen + "'");
+  }
+  opt->host = listen.substr(0, colon);
+  opt->port = static_cast<int>(port);
+  return Status::Ok();
+}
+
+// SIGINT and SIGTERM stop the server cleanly: a thread waits for them.
+std::thread StopOnSignal(server::Server& s) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return std::thread([set, &s] {
+    int sig = 0;
+    sigwait(&set, &sig);
+    s.Stop();
+  });
+}
+
+int RunServer(ServerFlags& f) {
+  server::Logger log;
+  server::LogLevel level;
+  if (!server::ParseLogLevel(f.log_level, &level)) {
+    std::cerr << "error: --log-level: expected debug, info, warn or error\n";
+    return kExitBadInput;
+  }
+  log.set_level(level);
+  Duration lease;
+  if (!io::ParseDuration(f.node_lease, &lease) || lease.value() <= 0) {
+    std::cerr << "error: --node-lease: expected a duration like 30s, got '" << f.node_lease
+              << "'\n";
+    return kExitBadInput;
+  }
+  f.opt.node_lease = lease;
+  Duration min_runtime;
+  if (!io::ParseDuration(f.min_runtime, &min_runtime) || min_runtime.value() < 0) {
+    std::cerr << "error: --min-runtime: expected a duration like 5m, got '" << f.min_runtime
+              << "'\n";
+    return kExitBadInput;
+  }
+  f.opt.min_runtime = min_runtime;
+  f.opt.memory_store = f.store == "memory";
+  if (Status st = ParseListen(f.listen, &f.opt); !st.ok()) {
+    std::cerr << "error: " << st.message() << "\n";
+    return kExitBadInput;
+  }
+  Result<std::unique_ptr<server::Server>> s = server::Server::Open(f.opt, log);
+  if (!s.ok()) {
+    std::cerr << "error: " << s.status().ToString() << "\n";
+    return s.status().code() == StatusCode::kUnavailable ? kExitFailed : kExitBadInput;
+  }
+  Result<int> port = (*s)->Bind();
+  if (!port.ok()) {
+    std::cerr << "error: " << port.status().message() << "\n";
+    return kExitFailed;
+  }
+  std::thread signals = StopOnSignal(**s);
+  signals.detach();
+  std::cout << "unipool server listening on " << (*s)->url() << std::endl;
+  if (!f.address_file.empty()) {
+    const std::string tmp = f.address_file + ".tmp";
+    std::ofstream(tmp) << (*s)->url() << "\n";
+    std::rename(tmp.c_str(), f.address_file.c_str());
+  }
+  (*s)->Run();
+  log.Info("server", "stopped");
+  return kExitOk;
+}
+
+struct TokenFlags {
+  std::string file, name, role;
+  std::vector<std::string> queues;
+};
+
+int RunTokenCreate(const TokenFlags& f) {
+  auto role = server::ParseRole(f.role);
+  if (!role) {
+    std::cerr << "error: --role: expected admin, tenant, read-only or join\n";
+    return kExitBadInput;
+  }
+  Result<std::string> token = server::TokenFile::Create(f.file, f.name, *role, f.queues);
+  if (!token.ok()) {
+    std::cerr << "error: " << token.status().message() << "\n";
+    return kExitBadInput;
+  }
+  std::cout << *token << "\n";
+  std::cerr << "token '" << f.name << "' (" << f.role << ") added to " << f.file
+            << "; only its hash is stored: keep this token now\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddServerCommand(CLI::App& app, int& exit_code) {
+  auto f = std::make_shared<ServerFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "server", "Run the control plane: REST API, scheduler, embedded store, /metrics");
+  cmd->add_option("--cluster", f->opt.cluster_path, "cluster file (YAML, kind: Cluster)")
+      ->required();
+  cmd->add_option("--tokens", f->opt.tokens_path,
+                  "token file (see 'unipool token create'); re-read when it changes")
+      ->required();
+  cmd->add_option("--data", f->opt.data_dir, "data directory of the embedded SQLite store")
+      ->capture_default_str();
+  cmd->add_option("--store", f->store, "sqlite (durable) or memory (for trials)")
+      ->check(CLI::IsMember({"sqlite", "memory"}))
+      ->capture_default_str();
+  cmd->add_option("--listen", f->listen, "HOST:PORT to serve on (port 0: any free port)")
+      ->capture_default_str();
+  cmd->add_option("--tls-cert", f->opt.tls_cert, "PEM certificate: serve HTTPS");
+  cmd->add_option("--tls-key", f->opt.tls_key, "PEM private key of --tls-cert");
+  cmd->add_option("--node-lease", f->node_lease, "a node whose agent is silent this long is down")
+      ->capture_default_str();
+  cmd->add_option("--min-runtime", f->min_runtime,
+                  "a job runs at least this long before it may be preempted")
+      ->capture_default_str();
+  cmd->add_flag("--assume-nodes-up", f->opt.assume_nodes_up,
+                "treat every node as up without an agent (try the API without agents)");
+  cmd->add_option("--log-level", f->log_level, "debug, info, warn or error")->capture_default_str();
+  cmd->add_option("--address-file", f->address_file,
+                  "write the server's URL to this file once it listens");
+  cmd->callback([f, &exit_code] { exit_code = RunServer(*f); });
+
+  auto t = std::make_shared<TokenFlags>();
+  CLI::App* token = app.add_subcommand("token", "Manage API tokens");
+  token->require_subcommand(1);
+  CLI::App* create = token->add_subcommand(
+      "create", "Add a token to a token file (stored hashed) and print it once");
+  create->add_option("--file", t->file, "token file (created if missing)")->required();
+  create->add_option("--name", t->name, "who the token is for")->required();
+  create->add_option("--role", t->role, "admin, tenant, read-only or join")->required();
+  create->add_option("--queues", t->queues, "a tenant's queues")->delimiter(',');
+  create->callback([t, &exit_code] { exit_code = RunTokenCreate(*t); });
+}
+
+}  // namespace unipool::cli

@@ -1,0 +1,59 @@
+// TestServer: a real `unipool server` process on a free loopback port with
+// its own data directory and token file, for end-to-end tests. Tokens:
+// admin, viewer (read-only), join, tenant-a (queue team-a), tenant-b (queue
+// team-b); queues team-a and team-b exist once Start() returns.
+#pragma once
+
+#include <httplib.h>
+#include <sys/types.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace unipool::testing {
+
+struct HttpReply {
+  int status = 0;  // 0: no connection
+  std::string body;
+  nlohmann::json json() const { return nlohmann::json::parse(body, nullptr, false); }
+};
+
+class TestServer {
+ public:
+  struct Options {
+    std::string cluster = "examples/clusters/devbox.yaml";
+    bool assume_nodes_up = true;
+    std::vector<std::string> extra_args;
+  };
+  explicit TestServer(Options options);
+  TestServer() : TestServer(Options{}) {}
+  ~TestServer();
+
+  // Starts the process and waits until it serves (fails the test if not).
+  void Start();
+  // SIGTERM and wait.
+  void Stop();
+  // SIGKILL and wait: nothing is flushed.
+  void Kill9();
+
+  const std::string& url() const { return url_; }
+  const std::string& dir() const { return dir_; }
+  const std::string& token(const std::string& who) const { return tokens_.at(who); }
+
+  HttpReply Call(const std::string& method, const std::string& path, const std::string& who,
+                 const std::string& body = "",
+                 const std::string& content_type = "application/json") const;
+  // Environment for CLI child processes: UNIPOOL_SERVER and UNIPOOL_TOKEN.
+  void UseCli(const std::string& who) const;
+
+ private:
+  Options options_;
+  std::string dir_;
+  std::string url_;
+  std::map<std::string, std::string> tokens_;
+  pid_t pid_ = -1;
+};
+
+}  // namespace unipool::testing

@@ -1,0 +1,168 @@
+#include "server/auth.h"
+
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "io/yaml_fields.h"
+
+namespace unipool::server {
+namespace {
+
+std::string Hex(const unsigned char* data, size_t n) {
+  static const char* kDigits = "0123456789abcdef";
+  std::string out;
+  out.reserve(2 * n);
+  for (size_t i = 0; i < n; ++i) {
+    out += kDigits[data[i] >> 4];
+    out += kDigits[data[i] & 15];
+  }
+  return out;
+}
+
+bool IsHexSha256(const std::string& s) {
+  return s.size() == 64 && s.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
+}  // namespace
+
+const char* RoleName(Role r) {
+  switch (r) {
+    case Role::kAdmin:
+      return "admin";
+    case Role::kTenant:
+      return "tenant";
+    case Role::kAgent:
+      return "agent";
+    case Role::kReadOnly:
+      return "read-only";
+    case Role::kJoin:
+      return "join";
+  }
+  return "read-only";
+}
+
+std::optional<Role> ParseRole(const std::string& s) {
+  for (Role r : {Role::kAdmin, Role::kTenant, Role::kReadOnly, Role::kJoin}) {
+    if (s == RoleName(r)) return r;
+  }
+  return std::nullopt;
+}
+
+std::string Sha256Hex(const std::string& text) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  EVP_Digest(text.data(), text.size(), digest, &n, EVP_sha256(), nullptr);
+  return Hex(digest, n);
+}
+
+Result<std::string> NewToken() {
+  unsigned char bytes[32];
+  if (RAND_bytes(bytes, sizeof bytes) != 1) return Unavailable("no random bytes from OpenSSL");
+  return "up_" + Hex(bytes, sizeof bytes);
+}
+
+Result<TokenFile> TokenFile::Parse(const std::string& text, const std::string& source) {
+  auto located = [&](const Status& st) { return Status(st.code(), source + ":" + st.ToString()); };
+  Result<YAML::Node> doc = io::LoadDocument(text, "");
+  if (!doc.ok()) return located(doc.status());
+  Result<io::Fields> top = io::Fields::Of(*doc, "", {"tokens"});
+  if (!top.ok()) return located(top.status());
+  std::vector<YAML::Node> entries;
+  Status st = top->Sequence("tokens", &entries, /*required=*/true);
+  if (!st.ok()) return located(st);
+  TokenFile file;
+  std::set<std::string> names;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const std::string path = "tokens[" + std::to_string(i) + "]";
+    Result<io::Fields> f = io::Fields::Of(entries[i], path, {"name", "role", "sha256", "queues"});
+    if (!f.ok()) return located(f.status());
+    Principal p;
+    std::string role, hash;
+    for (Status s : {f->String("name", &p.name, true), f->String("role", &role, true),
+                     f->String("sha256", &hash, true)}) {
+      if (!s.ok()) return located(s);
+    }
+    auto r = ParseRole(role);
+    if (!r) {
+      return located(
+          io::Expected(f->Get("role"), path + ".role", "admin, tenant, read-only or join"));
+    }
+    p.role = *r;
+    if (!IsHexSha256(hash)) {
+      return located(io::Expected(f->Get("sha256"), path + ".sha256",
+                                  "64 lowercase hex digits (sha256sum of the token)"));
+    }
+    std::vector<YAML::Node> queues;
+    if (Status s = f->Sequence("queues", &queues); !s.ok()) return located(s);
+    for (const YAML::Node& q : queues) {
+      if (!q.IsScalar()) return located(io::Expected(q, path + ".queues", "queue names"));
+      p.queues.insert(q.as<std::string>());
+    }
+    if (p.role == Role::kTenant && p.queues.empty()) {
+      return located(
+          InvalidArgument(path + ".queues: a tenant needs at least one queue", f->loc()));
+    }
+    if (!names.insert(p.name).second) {
+      return located(InvalidArgument(path + ".name: '" + p.name + "' appears twice", f->loc()));
+    }
+    file.by_hash_[hash] = std::move(p);
+  }
+  return file;
+}
+
+Result<TokenFile> TokenFile::Load(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFound("cannot read token file " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return Parse(ss.str(), path);
+}
+
+const Principal* TokenFile::Find(const std::string& token) const {
+  auto it = by_hash_.find(Sha256Hex(token));
+  return it == by_hash_.end() ? nullptr : &it->second;
+}
+
+Result<std::string> TokenFile::Create(const std::string& path, const std::string& name, Role role,
+                                      const std::vector<std::string>& queues) {
+  if (name.empty() || name.find_first_of(" :\"'#\n") != std::string::npos) {
+    return InvalidArgument("--name: expected a name without spaces or quotes");
+  }
+  if (role == Role::kTenant && queues.empty()) {
+    return InvalidArgument("--queues: a tenant token needs at least one queue");
+  }
+  std::string text;
+  {
+    std::ifstream in(path);
+    if (in) {
+      std::stringstream ss;
+      ss << in.rdbuf();
+      text = ss.str();
+      Result<TokenFile> existing = Parse(text, path);
+      if (!existing.ok()) return existing.status();
+      for (const auto& [hash, p] : existing->by_hash_) {
+        if (p.name == name) return AlreadyExists("a token named '" + name + "' exists in " + path);
+      }
+    }
+  }
+  Result<std::string> token = NewToken();
+  if (!token.ok()) return token.status();
+  if (text.empty()) text = "tokens:\n";
+  if (text.back() != '\n') text += '\n';
+  text += "  - name: " + name + "\n    role: " + RoleName(role) + "\n";
+  if (!queues.empty()) {
+    text += "    queues: [";
+    for (size_t i = 0; i < queues.size(); ++i) text += (i ? ", " : "") + queues[i];
+    text += "]\n";
+  }
+  text += "    sha256: " + Sha256Hex(*token) + "\n";
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  if (!out.flush()) return Unavailable("cannot write token file " + path);
+  return token;
+}
+
+}  // namespace unipool::server

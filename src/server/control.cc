@@ -1,0 +1,847 @@
+#include "server/control.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "server/records.h"
+
+namespace unipool::server {
+
+using sched::JobId;
+using store::Txn;
+
+namespace {
+
+const char* kStateNames[] = {"Pending",   "Running", "Preempting",
+                             "Succeeded", "Failed",  "Cancelled"};
+
+std::string Describe(const Status& st) { return st.ToString(); }
+
+Time SystemClock() {
+  return Time(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                  std::chrono::system_clock::now().time_since_epoch())
+                  .count());
+}
+
+Status NoSuchJob(int64_t id) { return NotFound("job " + std::to_string(id) + " not found"); }
+
+}  // namespace
+
+const char* JobStateName(JobState s) { return kStateNames[static_cast<int>(s)]; }
+
+std::optional<JobState> ParseJobState(const std::string& s) {
+  for (int i = 0; i < 6; ++i) {
+    std::string lower = kStateNames[i];
+    std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+    if (s == kStateNames[i] || s == lower) return static_cast<JobState>(i);
+  }
+  return std::nullopt;
+}
+
+// ---- Open and recover ------------------------------------------------------
+
+ControlPlane::ControlPlane(const Topology& topo, store::Store& store, ControlOptions options,
+                           Metrics& metrics, Logger& log)
+    : topo_(topo),
+      store_(store),
+      options_(std::move(options)),
+      metrics_(metrics),
+      log_(log),
+      sched_(topo, options_.sched) {
+  if (!options_.clock) options_.clock = SystemClock;
+  nodes_.resize(topo.num_nodes());
+  for (int32_t i = 0; i < topo.num_nodes(); ++i) {
+    const NodeId n(i);
+    NodeRecord& r = nodes_[i];
+    r.name = topo.node_name(n);
+    r.gpus = static_cast<int32_t>(topo.node_gpus(n).value());
+    r.gpu_model = topo.node_model(n).name;
+    r.partition = topo.partitions().empty() ? "" : topo.partitions()[topo.node_partition(n)];
+  }
+}
+
+ControlPlane::~ControlPlane() = default;
+
+Result<std::unique_ptr<ControlPlane>> ControlPlane::Open(const Topology& topo, store::Store& store,
+                                                         ControlOptions options, Metrics& metrics,
+                                                         Logger& log) {
+  std::unique_ptr<ControlPlane> cp(new ControlPlane(topo, store, std::move(options), metrics, log));
+  UNIPOOL_RETURN_IF_ERROR(cp->Recover());
+  return cp;
+}
+
+// Phases: queues (parents first), nodes' admin states, jobs (running ones
+// back where they ran, on every node as if up), then node states for real.
+Status ControlPlane::Recover() {
+  std::vector<sched::QueueSpec> queues;
+  for (const store::KeyValue& kv : store_.Range("/queues/")) {
+    Json j = Json::parse(kv.value, nullptr, false);
+    Result<sched::QueueSpec> q = QueueSpecFromJson(j, kv.key);
+    if (!q.ok()) return Internal("store: " + q.status().message());
+    queues.push_back(*q);
+  }
+  if (std::none_of(queues.begin(), queues.end(), [](auto& q) { return q.name == "default"; })) {
+    sched::QueueSpec def;
+    def.name = "default";
+    queues.insert(queues.begin(), def);
+    Txn txn;
+    txn.Put(QueueKey("default"), QueueToJson(QueueRecord{def}).dump());
+    UNIPOOL_RETURN_IF_ERROR(store_.Commit(txn).status());
+  }
+  for (size_t added = 0, round = 0; added < queues.size() && round <= queues.size(); ++round) {
+    for (const sched::QueueSpec& q : queues) {
+      if (sched_.queues().Find(q.name)) continue;
+      if (!q.parent.empty() && !sched_.queues().Find(q.parent)) continue;
+      UNIPOOL_RETURN_IF_ERROR(sched_.queues().Add(q).status());
+      ++added;
+    }
+  }
+
+  for (const store::KeyValue& kv : store_.Range("/nodes/")) {
+    Json j = Json::parse(kv.value, nullptr, false);
+    auto n = topo_.FindNode(kv.key.substr(7));
+    if (!n || !j.is_object()) continue;  // a node no longer in the cluster file
+    NodeRecord& r = nodes_[n->value()];
+    r.admin = j.value("admin", "");
+    r.why = j.value("why", "");
+    r.registered = j.value("registered", false);
+  }
+  for (const store::KeyValue& kv : store_.Range("/agents/")) {
+    Json j = Json::parse(kv.value, nullptr, false);
+    if (j.is_object() && j.contains("sha256") && j["sha256"].is_string()) {
+      node_tokens_[j["sha256"].get<std::string>()] = kv.key.substr(8);
+    }
+  }
+  if (auto next = store_.Get(kNextIdKey)) next_id_ = std::stoll(next->value);
+
+  const Time now = Now();
+  int64_t restored = 0;
+  for (const store::KeyValue& kv : store_.Range("/jobs/")) {
+    Json j = Json::parse(kv.value, nullptr, false);
+    Result<JobRecord> rec = JobFromJson(j);
+    if (!rec.ok()) return Internal("store: " + kv.key + ": " + rec.status().message());
+    JobRecord& job = jobs_.emplace(rec->id, std::move(rec).value()).first->second;
+    next_id_ = std::max(next_id_, job.id + 1);
+    if (Terminal(job.state)) continue;
+    active_.insert(job.id);
+    Result<sched::JobSpec> spec = ToSchedSpec(job.id, job.request);
+    if (!spec.ok())
+      return Internal("store: job " + std::to_string(job.id) + ": " + spec.status().message());
+    Status st;
+    if (job.state == JobState::kPending) {
+      st = sched_.Submit(*spec, job.submitted);
+    } else {
+      st = sched_.Restore(*spec, ToPlacement(job.tasks), job.submitted, job.started,
+                          job.last_checkpoint, job.restarts);
+      if (!st.ok()) st = sched_.Submit(*spec, job.submitted);  // place it again
+      if (st.ok()) ++restored;
+    }
+    if (!st.ok()) return Internal("recover job " + std::to_string(job.id) + ": " + Describe(st));
+  }
+  // Nodes an agent joined get one lease from now to come back.
+  for (NodeRecord& n : nodes_) {
+    n.alive = n.registered || options_.assume_nodes_up;
+    n.last_heartbeat = now;
+    SetSchedNodeState(n, now);
+  }
+  (void)sched_.Schedule(now);  // requeues of jobs on nodes that stayed down come next pass
+  log_.Info("control", "recovered",
+            {{"jobs", static_cast<int64_t>(jobs_.size())},
+             {"active", static_cast<int64_t>(active_.size())},
+             {"running", restored},
+             {"revision", store_.revision()}});
+  return Status::Ok();
+}
+
+// ---- Helpers ---------------------------------------------------------------
+
+int32_t ControlPlane::PriorityOf(const io::JobRequest& r) const {
+  if (r.priority_class == "low") return -1000;
+  if (r.priority_class == "normal") return 0;
+  if (r.priority_class == "high") return 1000;
+  return r.priority;
+}
+
+Result<sched::JobSpec> ControlPlane::ToSchedSpec(int64_t id, const io::JobRequest& r) const {
+  sched::JobSpec s;
+  s.id = JobId(id);
+  s.name = r.name;
+  auto q = sched_.queues().Find(r.queue);
+  if (!q) return InvalidArgument("spec.queue: unknown queue '" + r.queue + "'");
+  if (!sched_.queues().is_leaf(*q)) {
+    return InvalidArgument("spec.queue: '" + r.queue + "' has child queues; submit to a leaf");
+  }
+  s.queue = *q;
+  s.priority = PriorityOf(r);
+  s.preemptible = r.preemptible;
+  s.gpus = Gpus(r.gpus);
+  s.task_gpus = r.gpus_per_node;
+  s.min_gpus = Gpus(r.min_gpus);
+  s.runtime_estimate = r.time_limit;
+  if (!r.within.empty()) {
+    auto t = topo_.FindTier(r.within);
+    if (!t)
+      return InvalidArgument("spec.topology.within: the cluster has no tier '" + r.within + "'");
+    s.required_tier = *t;
+  }
+  auto partition = [&](const std::string& name, const char* field) -> Result<int32_t> {
+    if (name.empty()) return -1;
+    const auto& ps = topo_.partitions();
+    auto it = std::find(ps.begin(), ps.end(), name);
+    if (it == ps.end()) {
+      return InvalidArgument(std::string(field) + ": the cluster has no partition '" + name + "'");
+    }
+    return static_cast<int32_t>(it - ps.begin());
+  };
+  Result<int32_t> p = partition(r.partition, "spec.partition");
+  if (!p.ok()) return p.status();
+  s.partition = *p;
+  Result<int32_t> pref = partition(r.data_locality, "spec.dataLocality");
+  if (!pref.ok()) return pref.status();
+  s.preferred_partition = *pref;
+  return s;
+}
+
+std::vector<TaskView> ControlPlane::ToTasks(const sched::Placement& p) const {
+  std::vector<TaskView> out;
+  for (const sched::Task& t : p.tasks) {
+    TaskView v;
+    v.node = topo_.node_name(t.node);
+    for (int g = 0; g < 64; ++g) {
+      if (t.gpus >> g & 1) v.gpus.push_back(g);
+    }
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+sched::Placement ControlPlane::ToPlacement(const std::vector<TaskView>& tasks) const {
+  sched::Placement p;
+  for (const TaskView& v : tasks) {
+    auto n = topo_.FindNode(v.node);
+    if (!n) return sched::Placement{};  // a node gone from the cluster file
+    GpuMask mask = 0;
+    for (int g : v.gpus) {
+      if (g >= 0 && g < 64) mask |= GpuMask{1} << g;
+    }
+    p.tasks.push_back(sched::Task{*n, mask});
+  }
+  std::sort(p.tasks.begin(), p.tasks.end(), [](auto& a, auto& b) { return a.node < b.node; });
+  return p;
+}
+
+Scope ControlPlane::JobScope(const JobRecord& job) const {
+  Scope s;
+  s.all = false;
+  s.queues.insert(job.request.queue);
+  return s;
+}
+
+void ControlPlane::Write(JobRecord& job, const std::string& type, const std::string& message,
+                         Txn& txn) {
+  job.message = message;
+  ++job.events;
+  txn.Put(EventKey(job.id, job.events), EventToJson(JobEvent{Now(), type, message}).dump());
+  txn.Put(JobKey(job.id), JobToJson(job).dump());
+  log_.Info("control", message, {{"job", job.id}, {"event", type}});
+}
+
+void ControlPlane::WriteNode(const NodeRecord& n, Txn& txn) {
+  txn.Put(NodeKey(n.name), NodeToJson(n).dump());
+}
+
+Result<int64_t> ControlPlane::ApplyLocked(const Txn& txn) {
+  Result<int64_t> rev = store_.Apply(txn);
+  if (!rev.ok()) log_.Error("store", "write failed: " + rev.status().message());
+  return rev;
+}
+
+// ---- Jobs ------------------------------------------------------------------
+
+Result<JobRecord> ControlPlane::Submit(const io::JobRequest& request, const std::string& owner) {
+  int64_t rev = 0;
+  JobRecord copy;
+  {
+    std::lock_guard lock(mu_);
+    const int64_t id = next_id_;
+    Result<sched::JobSpec> spec = ToSchedSpec(id, request);
+    if (!spec.ok()) return spec.status();
+    const Time now = Now();
+    UNIPOOL_RETURN_IF_ERROR(sched_.Submit(*spec, now));
+    ++next_id_;
+    JobRecord& job = jobs_[id];
+    job.id = id;
+    job.request = request;
+    job.owner = owner;
+    job.submitted = now;
+    active_.insert(id);
+    Txn txn;
+    txn.Put(kNextIdKey, std::to_string(next_id_));
+    Write(job, "Submitted",
+          "submitted by " + owner + " to queue " + request.queue + ": " +
+              std::to_string(request.gpus) + " GPUs",
+          txn);
+    Result<int64_t> r = ApplyLocked(txn);
+    if (!r.ok()) return r.status();
+    rev = *r;
+    copy = job;
+    dirty_ = true;
+  }
+  work_.notify_one();
+  UNIPOOL_RETURN_IF_ERROR(store_.Sync(rev));
+  metrics_.Add("unipool_jobs_submitted_total", {{"queue", request.queue}});
+  return copy;
+}
+
+Result<JobRecord> ControlPlane::Get(int64_t id, const Scope& scope) const {
+  std::lock_guard lock(mu_);
+  auto it = jobs_.find(id);
+  if (it == jobs_.end() || !scope.Sees(it->second.request.queue)) return NoSuchJob(id);
+  return it->second;
+}
+
+std::vector<JobRecord> ControlPlane::List(const JobFilter& f, const Scope& scope) const {
+  std::lock_guard lock(mu_);
+  std::vector<JobRecord> out;
+  auto it = f.before > 0 ? jobs_.lower_bound(f.before) : jobs_.end();
+  while (it != jobs_.begin() && out.size() < static_cast<size_t>(f.limit)) {
+    --it;
+    const JobRecord& j = it->second;
+    if (!scope.Sees(j.request.queue)) continue;
+    if (f.state && j.state != *f.state) continue;
+    if (!f.queue.empty() && j.request.queue != f.queue) continue;
+    bool labels = std::all_of(f.labels.begin(), f.labels.end(), [&](const auto& kv) {
+      return std::find(j.request.labels.begin(), j.request.labels.end(), kv) !=
+             j.request.labels.end();
+    });
+    if (labels) out.push_back(j);
+  }
+  return out;
+}
+
+Result<std::vector<JobEvent>> ControlPlane::Events(int64_t id, const Scope& scope) const {
+  UNIPOOL_RETURN_IF_ERROR(Get(id, scope).status());
+  std::vector<JobEvent> out;
+  for (const store::KeyValue& kv : store_.Range(EventKey(id, 0).substr(0, 21))) {
+    Result<JobEvent> e = EventFromJson(Json::parse(kv.value, nullptr, false));
+    if (e.ok()) out.push_back(*e);
+  }
+  return out;
+}
+
+Result<std::string> ControlPlane::Explain(int64_t id, const Scope& scope) const {
+  std::lock_guard lock(mu_);
+  auto it = jobs_.find(id);
+  if (it == jobs_.end() || !scope.Sees(it->second.request.queue)) return NoSuchJob(id);
+  if (Terminal(it->second.state)) return std::string(it->second.message);
+  return sched_.Explain(JobId(id));
+}
+
+Status ControlPlane::Finish(JobRecord& job, JobState state, const std::string& type,
+                            const std::string& message, Txn& txn) {
+  if (!Terminal(job.state)) {
+    Status st = job.state == JobState::kPending ? sched_.Cancel(JobId(job.id), Now())
+                                                : sched_.Finish(JobId(job.id), Now());
+    if (!st.ok() && st.code() != StatusCode::kNotFound) return st;
+  }
+  job.state = state;
+  job.finished = Now();
+  job.tasks.clear();
+  active_.erase(job.id);
+  Write(job, type, message, txn);
+  metrics_.Add("unipool_jobs_finished_total",
+               {{"queue", job.request.queue}, {"state", JobStateName(state)}});
+  dirty_ = true;
+  return Status::Ok();
+}
+
+Result<JobRecord> ControlPlane::Cancel(int64_t id, const Scope& scope) {
+  int64_t rev = 0;
+  JobRecord copy;
+  {
+    std::lock_guard lock(mu_);
+    auto it = jobs_.find(id);
+    if (it == jobs_.end() || !scope.Sees(it->second.request.queue)) return NoSuchJob(id);
+    JobRecord& job = it->second;
+    if (Terminal(job.state)) {
+      return FailedPrecondition("job " + std::to_string(id) + " already ended (" +
+                                JobStateName(job.state) + ")");
+    }
+    Txn txn;
+    UNIPOOL_RETURN_IF_ERROR(Finish(job, JobState::kCancelled, "Cancelled", "cancelled", txn));
+    Result<int64_t> r = ApplyLocked(txn);
+    if (!r.ok()) return r.status();
+    rev = *r;
+    copy = job;
+  }
+  work_.notify_one();
+  UNIPOOL_RETURN_IF_ERROR(store_.Sync(rev));
+  return copy;
+}
+
+Status ControlPlane::Report(int64_t id, int64_t generation, const std::string& kind,
+                            const std::string& why) {
+  int64_t rev = 0;
+  {
+    std::lock_guard lock(mu_);
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) return NoSuchJob(id);
+    JobRecord& job = it->second;
+    if (job.generation != generation || Terminal(job.state) || job.state == JobState::kPending) {
+      return FailedPrecondition("job " + std::to_string(id) + " run " + std::to_string(generation) +
+                                " is not current (run " + std::to_string(job.generation) + ", " +
+                                JobStateName(job.state) + ")");
+    }
+    const Time now = Now();
+    Txn txn;
+    if (kind == "succeeded") {
+      UNIPOOL_RETURN_IF_ERROR(Finish(job, JobState::kSucceeded, "Succeeded", "succeeded", txn));
+    } else if (kind == "failed" && job.restarts >= job.request.restart.max_restarts) {
+      UNIPOOL_RETURN_IF_ERROR(
+          Finish(job, JobState::kFailed, "Failed",
+                 "failed after " + std::to_string(job.restarts) + " restarts: " + why, txn));
+    } else if (kind == "failed") {
+      UNIPOOL_RETURN_IF_ERROR(sched_.TaskFailed(JobId(id), now));
+      // The RequeueJob decision of the next pass records it.
+      job.message = "task failed: " + why;
+    } else if (kind == "stopped") {
+      if (job.state != JobState::kPreempting) {
+        return FailedPrecondition("job " + std::to_string(id) + " was not asked to stop");
+      }
+      UNIPOOL_RETURN_IF_ERROR(sched_.Stopped(JobId(id), now));
+      job.state = JobState::kPending;
+      job.tasks.clear();
+      Write(job, "Stopped",
+            "stopped; resumes from its checkpoint of " + FormatTime(job.last_checkpoint), txn);
+    } else if (kind == "checkpoint") {
+      UNIPOOL_RETURN_IF_ERROR(sched_.Checkpointed(JobId(id), now));
+      job.last_checkpoint = now;
+      Write(job, "Checkpointed", "checkpoint written" + (why.empty() ? "" : ": " + why), txn);
+    } else {
+      return InvalidArgument("kind: expected succeeded, failed, stopped or checkpoint, got '" +
+                             kind + "'");
+    }
+    dirty_ = true;
+    if (txn.ops.empty()) return Status::Ok();
+    Result<int64_t> r = ApplyLocked(txn);
+    if (!r.ok()) return r.status();
+    rev = *r;
+  }
+  work_.notify_one();
+  return store_.Sync(rev);
+}
+
+// ---- Nodes -----------------------------------------------------------------
+
+std::vector<NodeRecord> ControlPlane::Nodes() const {
+  std::lock_guard lock(mu_);
+  return nodes_;
+}
+
+Result<NodeRecord> ControlPlane::Node(const std::string& name) const {
+  std::lock_guard lock(mu_);
+  auto n = topo_.FindNode(name);
+  if (!n) return NotFound("node '" + name + "' not found");
+  return nodes_[n->value()];
+}
+
+void ControlPlane::SetSchedNodeState(NodeRecord& n, Time now) {
+  NodeState s = NodeState::kUp;
+  if (!n.alive)
+    s = NodeState::kDown;
+  else if (n.admin == "drained")
+    s = NodeState::kDrained;
+  else if (n.admin == "cordoned")
+    s = NodeState::kCordoned;
+  else if (n.admin == "flaky")
+    s = NodeState::kFlaky;
+  if (s == n.state) return;
+  n.state = s;
+  (void)sched_.SetNodeState(*topo_.FindNode(n.name), s, now);
+  dirty_ = true;
+}
+
+Result<NodeRecord> ControlPlane::SetNodeAdmin(const std::string& name, const std::string& action,
+                                              const std::string& why) {
+  int64_t rev = 0;
+  NodeRecord copy;
+  {
+    std::lock_guard lock(mu_);
+    auto id = topo_.FindNode(name);
+    if (!id) return NotFound("node '" + name + "' not found");
+    NodeRecord& n = nodes_[id->value()];
+    if (action == "cordon")
+      n.admin = "cordoned";
+    else if (action == "drain")
+      n.admin = "drained";
+    else if (action == "uncordon")
+      n.admin = "";
+    else
+      return InvalidArgument("action: expected cordon, drain or uncordon, got '" + action + "'");
+    n.why = action == "uncordon" ? "" : why;
+    SetSchedNodeState(n, Now());
+    Txn txn;
+    WriteNode(n, txn);
+    Result<int64_t> r = ApplyLocked(txn);
+    if (!r.ok()) return r.status();
+    rev = *r;
+    copy = n;
+    log_.Info("control", "node " + action, {{"node", name}, {"why", why}});
+  }
+  work_.notify_one();
+  UNIPOOL_RETURN_IF_ERROR(store_.Sync(rev));
+  return copy;
+}
+
+Status ControlPlane::Heartbeat(const std::string& name, const std::string& health) {
+  int64_t rev = 0;
+  {
+    std::lock_guard lock(mu_);
+    auto id = topo_.FindNode(name);
+    if (!id) return NotFound("node '" + name + "' not found");
+    NodeRecord& n = nodes_[id->value()];
+    n.last_heartbeat = Now();
+    n.health = health;
+    if (n.alive) return Status::Ok();  // the common case: memory only
+    n.alive = true;
+    SetSchedNodeState(n, Now());
+    Txn txn;
+    WriteNode(n, txn);
+    Result<int64_t> r = ApplyLocked(txn);
+    if (!r.ok()) return r.status();
+    rev = *r;
+    log_.Info("control", "node up", {{"node", name}});
+  }
+  work_.notify_one();
+  return store_.Sync(rev);
+}
+
+Status ControlPlane::Register(const std::string& name, const std::string& token_hash) {
+  int64_t rev = 0;
+  {
+    std::lock_guard lock(mu_);
+    auto id = topo_.FindNode(name);
+    if (!id) return NotFound("node '" + name + "' is not in the cluster file");
+    NodeRecord& n = nodes_[id->value()];
+    n.registered = true;
+    std::erase_if(node_tokens_, [&](const auto& kv) { return kv.second == name; });
+    node_tokens_[token_hash] = name;
+    Txn txn;
+    txn.Put(AgentKey(name), Json{{"sha256", token_hash}}.dump());
+    WriteNode(n, txn);
+    Result<int64_t> r = ApplyLocked(txn);
+    if (!r.ok()) return r.status();
+    rev = *r;
+  }
+  return store_.Sync(rev);
+}
+
+std::optional<std::string> ControlPlane::NodeOfToken(const std::string& token_hash) const {
+  std::lock_guard lock(mu_);
+  auto it = node_tokens_.find(token_hash);
+  if (it == node_tokens_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<JobRecord> ControlPlane::Assignments(const std::string& name) const {
+  std::lock_guard lock(mu_);
+  std::vector<JobRecord> out;
+  auto id = topo_.FindNode(name);
+  if (!id) return out;
+  for (JobId j : sched_.JobsOn(*id)) out.push_back(jobs_.at(j.value()));
+  std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.id < b.id; });
+  return out;
+}
+
+std::vector<int64_t> ControlPlane::JobsOn(const std::string& name, const Scope& scope) const {
+  std::vector<int64_t> out;
+  for (const JobRecord& j : Assignments(name)) {
+    if (scope.Sees(j.request.queue)) out.push_back(j.id);
+  }
+  return out;
+}
+
+// ---- Queues ----------------------------------------------------------------
+
+std::vector<QueueRecord> ControlPlane::Queues(const Scope& scope) const {
+  std::lock_guard lock(mu_);
+  const sched::QueueTree& tree = sched_.queues();
+  std::vector<QueueRecord> out(tree.size());
+  for (int32_t i = 0; i < tree.size(); ++i) {
+    out[i].spec = tree.spec(sched::QueueId(i));
+    out[i].used = tree.used(sched::QueueId(i));
+  }
+  for (int64_t id : active_) {
+    const JobRecord& j = jobs_.at(id);
+    auto q = tree.Find(j.request.queue);
+    if (!q) continue;
+    if (j.state == JobState::kPending) {
+      out[q->value()].pending++;
+      out[q->value()].pending_gpus += Gpus(j.request.gpus);
+    } else {
+      out[q->value()].running++;
+    }
+  }
+  std::erase_if(out, [&](const QueueRecord& q) { return !scope.Sees(q.spec.name); });
+  return out;
+}
+
+Result<QueueRecord> ControlPlane::SetQueue(const sched::QueueSpec& spec) {
+  int64_t rev = 0;
+  QueueRecord copy;
+  {
+    std::lock_guard lock(mu_);
+    sched::QueueTree& tree = sched_.queues();
+    if (spec.name.empty() || spec.name.size() > 63) {
+      return InvalidArgument("name: a queue needs a name of 1 to 63 characters");
+    }
+    if (auto q = tree.Find(spec.name)) {
+      if (tree.spec(*q).parent != spec.parent) {
+        return InvalidArgument("parent: queue '" + spec.name + "' has parent '" +
+                               tree.spec(*q).parent + "'; a parent cannot change");
+      }
+      UNIPOOL_RETURN_IF_ERROR(tree.Update(*q, spec));
+    } else {
+      Result<sched::QueueId> added = tree.Add(spec);
+      if (!added.ok()) return added.status();
+    }
+    copy.spec = spec;
+    copy.used = tree.used(*tree.Find(spec.name));
+    Txn txn;
+    txn.Put(QueueKey(spec.name), QueueToJson(QueueRecord{spec}).dump());
+    Result<int64_t> r = ApplyLocked(txn);
+    if (!r.ok()) return r.status();
+    rev = *r;
+    dirty_ = true;
+  }
+  work_.notify_one();
+  UNIPOOL_RETURN_IF_ERROR(store_.Sync(rev));
+  return copy;
+}
+
+// ---- Reconcile -------------------------------------------------------------
+
+Summary ControlPlane::GetSummary() const {
+  std::lock_guard lock(mu_);
+  Summary s;
+  s.total = topo_.num_gpus();
+  s.allocated = sched_.allocated_gpus();
+  s.free = sched_.free_gpus();
+  s.unavailable = s.total - s.allocated - s.free;
+  s.nodes = topo_.num_nodes();
+  for (const NodeRecord& n : nodes_) s.nodes_up += n.state == NodeState::kUp;
+  for (const char* name : kStateNames) s.jobs[name] = 0;
+  for (const auto& [id, j] : jobs_) s.jobs[JobStateName(j.state)]++;
+  s.revision = store_.revision();
+  return s;
+}
+
+void ControlPlane::WaitForWork(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  work_.wait_for(lock, timeout, [&] { return dirty_; });
+}
+
+void ControlPlane::ExpireLeases(Time now, Txn& txn) {
+  if (options_.assume_nodes_up) return;
+  for (NodeRecord& n : nodes_) {
+    if (!n.alive || now - n.last_heartbeat <= options_.node_lease) continue;
+    n.alive = false;
+    SetSchedNodeState(n, now);
+    WriteNode(n, txn);
+    metrics_.Add("unipool_heartbeats_missed_total", {{"node", n.name}});
+    metrics_.Add("unipool_node_failures_total", {{"partition", n.partition}});
+    log_.Warn("control", "node lease expired", {{"node", n.name}});
+  }
+}
+
+void ControlPlane::EnforceTimeLimits(Time now, Txn& txn) {
+  std::vector<int64_t> over;
+  for (int64_t id : active_) {
+    const JobRecord& j = jobs_.at(id);
+    if (j.state == JobState::kRunning && j.request.time_limit.value() > 0 &&
+        now - j.started > j.request.time_limit) {
+      over.push_back(id);
+    }
+  }
+  for (int64_t id : over) {
+    (void)Finish(jobs_.at(id), JobState::kFailed, "TimeLimit", "ran past its time limit", txn);
+  }
+}
+
+void ControlPlane::ApplyDecision(const sched::Decision& d, Time now, Txn& txn) {
+  std::visit(
+      [&](const auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, sched::CordonNode>) {
+          NodeRecord& n = nodes_[x.node.value()];
+          n.admin = "flaky";
+          n.why = x.why;
+          n.state = NodeState::kFlaky;
+          WriteNode(n, txn);
+          log_.Warn("control", "node cordoned: " + x.why, {{"node", n.name}});
+          return;
+        } else {
+          auto it = jobs_.find(x.job.value());
+          if (it == jobs_.end()) return;
+          JobRecord& job = it->second;
+          if constexpr (std::is_same_v<T, sched::StartJob>) {
+            job.state = JobState::kRunning;
+            job.tasks = ToTasks(x.placement);
+            job.started = now;
+            job.last_checkpoint = now;
+            ++job.generation;
+            Write(job, "Started", DescribePlacement(topo_, x.placement), txn);
+          } else if constexpr (std::is_same_v<T, sched::ResizeJob>) {
+            job.tasks = ToTasks(x.placement);
+            ++job.generation;
+            Write(job, "Resized",
+                  "from " + std::to_string(x.from.value()) + " to " +
+                      std::to_string(x.placement.gpus().value()) + " GPUs",
+                  txn);
+          } else if constexpr (std::is_same_v<T, sched::PreemptJob>) {
+            job.state = JobState::kPreempting;
+            ++job.preemptions;
+            job.lost_gpu_seconds += x.lost_gpu_seconds;
+            metrics_.Add("unipool_preemptions_total", {{"queue", job.request.queue}});
+            metrics_.Add("unipool_preempted_gpu_seconds_total", {{"queue", job.request.queue}},
+                         static_cast<double>(x.lost_gpu_seconds));
+            Write(job, "Preempted",
+                  "preempted for job " + std::to_string(x.for_job.value()) +
+                      "; checkpoint and stop by " + FormatTime(x.deadline),
+                  txn);
+          } else if constexpr (std::is_same_v<T, sched::RequeueJob>) {
+            job.state = JobState::kPending;
+            job.tasks.clear();
+            job.lost_gpu_seconds += x.lost_gpu_seconds;
+            const bool failure = x.failed_node.value() >= 0 || job.message.starts_with("task");
+            if (failure) ++job.restarts;
+            std::string why = x.failed_node.value() >= 0
+                                  ? "node " + topo_.node_name(x.failed_node) + " failed"
+                              : job.message.empty() ? "stopped"
+                                                    : job.message;
+            Write(job, "Requeued",
+                  why + "; resumes from its checkpoint of " + FormatTime(x.from_checkpoint), txn);
+          } else if constexpr (std::is_same_v<T, sched::FailJob>) {
+            job.state = JobState::kFailed;
+            job.finished = now;
+            active_.erase(job.id);
+            Write(job, "Failed", x.why, txn);
+          }
+        }
+      },
+      d);
+}
+
+Status ControlPlane::Reconcile() {
+  const auto t0 = std::chrono::steady_clock::now();
+  int64_t rev = 0;
+  size_t decisions = 0;
+  {
+    std::lock_guard lock(mu_);
+    dirty_ = false;
+    const Time now = Now();
+    Txn txn;
+    ExpireLeases(now, txn);
+    EnforceTimeLimits(now, txn);
+    const std::vector<sched::Decision> out = sched_.Schedule(now);
+    decisions = out.size();
+    for (const sched::Decision& d : out) ApplyDecision(d, now, txn);
+    if (!txn.ops.empty()) {
+      Result<int64_t> r = ApplyLocked(txn);
+      if (!r.ok()) return r.status();
+      rev = *r;
+    }
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  metrics_.Observe("unipool_scheduling_cycle_seconds", {}, secs);
+  if (decisions > 0) {
+    metrics_.Observe("unipool_scheduling_decision_seconds", {}, secs / decisions);
+    metrics_.Add("unipool_scheduling_decisions_total", {}, static_cast<double>(decisions));
+  }
+  return rev > 0 ? store_.Sync(rev) : Status::Ok();
+}
+
+void ControlPlane::UpdateGauges() {
+  const Summary s = GetSummary();
+  std::vector<QueueRecord> queues = Queues(Scope{});
+  std::lock_guard lock(mu_);
+  for (const char* g :
+       {"unipool_gpus", "unipool_jobs", "unipool_queue_pending_gpus", "unipool_queue_used_gpus",
+        "unipool_queue_guarantee_gpus", "unipool_queue_limit_gpus", "unipool_nodes",
+        "unipool_largest_free_block_gpus"}) {
+    metrics_.Reset(g);
+  }
+  // GPUs and nodes by partition and state.
+  std::map<std::string, int64_t> allocated;  // by node
+  for (int64_t id : active_) {
+    for (const TaskView& t : jobs_.at(id).tasks) allocated[t.node] += t.gpus.size();
+  }
+  std::map<std::pair<std::string, std::string>, int64_t> gpus, nodes;
+  for (int32_t i = 0; i < topo_.num_nodes(); ++i) {
+    const NodeRecord& n = nodes_[i];
+    const int64_t free = sched_.pool().free(NodeId(i));
+    auto a = allocated.find(n.name);
+    const int64_t used = a == allocated.end() ? 0 : a->second;
+    gpus[{n.partition, "allocated"}] += used;
+    gpus[{n.partition, "free"}] += free;
+    gpus[{n.partition, "unavailable"}] += n.gpus - used - free;
+    nodes[{n.partition, NodeStateName(n.state)}]++;
+  }
+  for (const auto& [key, v] : gpus) {
+    metrics_.Set("unipool_gpus", {{"partition", key.first}, {"state", key.second}},
+                 static_cast<double>(v));
+  }
+  for (const auto& [key, v] : nodes) {
+    metrics_.Set("unipool_nodes", {{"partition", key.first}, {"state", key.second}},
+                 static_cast<double>(v));
+  }
+  // The largest free block at each tier: what a gang confined to one group
+  // of that tier can get now.
+  for (int t = 0; t < topo_.num_tiers(); ++t) {
+    metrics_.Set("unipool_largest_free_block_gpus", {{"tier", topo_.tier(t).name}},
+                 static_cast<double>(sched_.pool().MaxFree(topo_.top_tier(), GroupId(0), t + 1)));
+  }
+  std::map<std::pair<std::string, std::string>, int64_t> jobs;
+  for (const auto& [id, j] : jobs_) jobs[{j.request.queue, JobStateName(j.state)}]++;
+  for (const auto& [key, v] : jobs) {
+    metrics_.Set("unipool_jobs", {{"queue", key.first}, {"state", key.second}},
+                 static_cast<double>(v));
+  }
+  for (const QueueRecord& q : queues) {
+    const Labels l = {{"queue", q.spec.name}};
+    metrics_.Set("unipool_queue_pending_gpus", l, static_cast<double>(q.pending_gpus.value()));
+    metrics_.Set("unipool_queue_used_gpus", l, static_cast<double>(q.used.value()));
+    metrics_.Set("unipool_queue_guarantee_gpus", l, static_cast<double>(q.spec.guarantee.value()));
+    metrics_.Set("unipool_queue_limit_gpus", l, static_cast<double>(q.spec.limit.value()));
+  }
+  metrics_.Set("unipool_store_revision", {}, static_cast<double>(s.revision));
+}
+
+void ControlPlane::DeclareMetrics(Metrics& m) {
+  using T = Metrics::Type;
+  m.Declare("unipool_gpus", T::kGauge,
+            "GPUs by partition and state (allocated, free, unavailable).");
+  m.Declare("unipool_nodes", T::kGauge, "Nodes by partition and state.");
+  m.Declare("unipool_largest_free_block_gpus", T::kGauge,
+            "Most free GPUs inside one group of the tier.");
+  m.Declare("unipool_jobs", T::kGauge, "Jobs by queue and state.");
+  m.Declare("unipool_queue_pending_gpus", T::kGauge, "GPUs asked for by pending jobs.");
+  m.Declare("unipool_queue_used_gpus", T::kGauge, "GPUs held by the queue's running jobs.");
+  m.Declare("unipool_queue_guarantee_gpus", T::kGauge, "The queue's guaranteed GPUs (0: none).");
+  m.Declare("unipool_queue_limit_gpus", T::kGauge, "The queue's GPU limit (0: none).");
+  m.Declare("unipool_store_revision", T::kGauge, "The store's current revision.");
+  m.Declare("unipool_jobs_submitted_total", T::kCounter, "Jobs submitted.");
+  m.Declare("unipool_jobs_finished_total", T::kCounter, "Jobs ended, by final state.");
+  m.Declare("unipool_preemptions_total", T::kCounter, "Jobs preempted.");
+  m.Declare("unipool_preempted_gpu_seconds_total", T::kCounter,
+            "Work lost to preemptions: GPU-seconds since the victims' last checkpoints.");
+  m.Declare("unipool_node_failures_total", T::kCounter, "Nodes that went down.");
+  m.Declare("unipool_heartbeats_missed_total", T::kCounter, "Node leases that expired.");
+  m.Declare("unipool_scheduling_decisions_total", T::kCounter, "Scheduling decisions made.");
+  m.Declare("unipool_scheduling_cycle_seconds", T::kHistogram, "Time of one reconcile pass.",
+            Metrics::LatencyBuckets());
+  m.Declare("unipool_scheduling_decision_seconds", T::kHistogram,
+            "Reconcile time per decision made.", Metrics::LatencyBuckets());
+}
+
+}  // namespace unipool::server

@@ -1,0 +1,224 @@
+// ControlPlane: the server's state machine. It owns the core Scheduler, the
+// records users see (jobs, nodes, queues), and writes every change through
+// the Store before it is acknowledged. The HTTP layer (api.h) and the
+// reconcile loop call it; it knows nothing of HTTP.
+//
+// Reconcile: Reconcile(now) expires node leases, runs one scheduling cycle
+// and turns its decisions into record changes (started, preempted,
+// requeued, failed), written in one store transaction.
+//
+// Durability: every mutating call applies its change to the store under
+// the lock and waits for it to be durable after releasing the lock, so
+// concurrent callers share disk flushes. A call that returned OK survives
+// `kill -9`. Open() rebuilds everything from the store.
+//
+// Authorization is the caller's business (api.cc); calls that list take a
+// Scope saying which queues the caller may see.
+//
+// Thread safety: every public method may be called from any thread.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/sched/scheduler.h"
+#include "core/topology/topology.h"
+#include "io/job_spec.h"
+#include "server/log.h"
+#include "server/metrics.h"
+#include "store/store.h"
+
+namespace unipool::server {
+
+enum class JobState { kPending, kRunning, kPreempting, kSucceeded, kFailed, kCancelled };
+const char* JobStateName(JobState s);
+std::optional<JobState> ParseJobState(const std::string& s);
+inline bool Terminal(JobState s) { return s >= JobState::kSucceeded; }
+
+// One placed task as users and agents see it: a node and its GPU indices.
+struct TaskView {
+  std::string node;
+  std::vector<int> gpus;
+};
+
+struct JobRecord {
+  int64_t id = 0;
+  io::JobRequest request;
+  std::string owner;  // the token name that submitted it
+  JobState state = JobState::kPending;
+  Time submitted, started, finished, last_checkpoint;
+  int32_t restarts = 0;  // after failures
+  int32_t preemptions = 0;
+  int64_t generation = 0;  // incremented at each start: one run of the job
+  int64_t lost_gpu_seconds = 0;
+  std::vector<TaskView> tasks;  // while running or preempting
+  std::string message;          // the last change, in words
+  int64_t events = 0;           // events written
+};
+
+struct JobEvent {
+  Time time;
+  std::string type;  // Submitted, Started, Preempted, Requeued, Failed, ...
+  std::string message;
+};
+
+struct NodeRecord {
+  std::string name;
+  int32_t gpus = 0;
+  std::string partition;
+  std::string gpu_model;
+  std::string admin;  // "" | cordoned | drained | flaky (with `why`)
+  std::string why;
+  bool registered = false;  // an agent has joined as this node
+  bool alive = false;       // heartbeats within the lease
+  Time last_heartbeat;
+  std::string health = "unknown";
+  NodeState state = NodeState::kDown;  // what the scheduler uses
+};
+
+struct QueueRecord {
+  sched::QueueSpec spec;
+  Gpus used;
+  int64_t pending = 0, running = 0;
+  Gpus pending_gpus;
+};
+
+struct Summary {
+  Gpus total, allocated, free, unavailable;
+  int32_t nodes = 0, nodes_up = 0;
+  std::map<std::string, int64_t> jobs;  // by state
+  int64_t revision = 0;
+};
+
+// Which queues a caller may see; `all` for admins and read-only callers.
+struct Scope {
+  bool all = true;
+  std::set<std::string> queues;
+  bool Sees(const std::string& queue) const { return all || queues.contains(queue); }
+};
+
+struct JobFilter {
+  std::optional<JobState> state;
+  std::string queue;
+  std::vector<std::pair<std::string, std::string>> labels;  // all must match
+  int64_t before = 0;  // page: ids below this (0 = from the newest)
+  int32_t limit = 100;
+};
+
+struct ControlOptions {
+  sched::SchedulerOptions sched;
+  Duration node_lease = Seconds(30);
+  // No agents: every node is up unless an operator says otherwise.
+  bool assume_nodes_up = false;
+  std::function<Time()> clock;  // wall clock (ns since the epoch)
+};
+
+class ControlPlane {
+ public:
+  // Rebuilds the state kept in `store`. `topo` and `store` must outlive it.
+  static Result<std::unique_ptr<ControlPlane>> Open(const Topology& topo, store::Store& store,
+                                                    ControlOptions options, Metrics& metrics,
+                                                    Logger& log);
+  ~ControlPlane();
+
+  // ---- Jobs ---------------------------------------------------------------
+  // Errors: kInvalidArgument naming the field (unknown queue, tier or
+  // partition; a shape the cluster cannot hold).
+  Result<JobRecord> Submit(const io::JobRequest& request, const std::string& owner);
+  // kNotFound also when the caller's scope does not see the job.
+  Result<JobRecord> Get(int64_t id, const Scope& scope) const;
+  std::vector<JobRecord> List(const JobFilter& filter, const Scope& scope) const;
+  Result<std::vector<JobEvent>> Events(int64_t id, const Scope& scope) const;
+  // Why pending, or where it runs and why there.
+  Result<std::string> Explain(int64_t id, const Scope& scope) const;
+  // Pending: removed. Running: its processes are told to stop.
+  Result<JobRecord> Cancel(int64_t id, const Scope& scope);
+
+  // ---- Reports from agents ------------------------------------------------
+  // kind: succeeded | failed | stopped | checkpoint. `generation` must be
+  // the job's current run (stale reports are refused: kFailedPrecondition).
+  Status Report(int64_t id, int64_t generation, const std::string& kind, const std::string& why);
+
+  // ---- Nodes --------------------------------------------------------------
+  std::vector<NodeRecord> Nodes() const;
+  Result<NodeRecord> Node(const std::string& name) const;
+  // action: cordon | drain | uncordon.
+  Result<NodeRecord> SetNodeAdmin(const std::string& name, const std::string& action,
+                                  const std::string& why);
+  Status Heartbeat(const std::string& name, const std::string& health);
+  // An agent joined as `name`: records the hash of its token.
+  Status Register(const std::string& name, const std::string& token_hash);
+  // The node whose agent token hashes to `token_hash`, if any.
+  std::optional<std::string> NodeOfToken(const std::string& token_hash) const;
+  // Running jobs with tasks on `name`.
+  std::vector<JobRecord> Assignments(const std::string& name) const;
+  // Job ids with tasks on `name` (scoped).
+  std::vector<int64_t> JobsOn(const std::string& name, const Scope& scope) const;
+
+  // ---- Queues -------------------------------------------------------------
+  std::vector<QueueRecord> Queues(const Scope& scope) const;
+  // Creates or updates. Errors: bad values, unknown parent, a changed parent.
+  Result<QueueRecord> SetQueue(const sched::QueueSpec& spec);
+
+  // ---- Cluster ------------------------------------------------------------
+  Summary GetSummary() const;
+  // One reconcile pass (the server's loop calls it every few hundred ms and
+  // when woken by a change).
+  Status Reconcile();
+  // Blocks up to `timeout` until a change asks for a reconcile pass.
+  void WaitForWork(std::chrono::milliseconds timeout);
+  // Fills the gauges of `metrics` (at scrape time).
+  void UpdateGauges();
+  // Declares every metric the control plane writes. Once per Metrics.
+  static void DeclareMetrics(Metrics& m);
+
+  const Topology& topology() const { return topo_; }
+  store::Store& store() { return store_; }
+
+ private:
+  ControlPlane(const Topology& topo, store::Store& store, ControlOptions options, Metrics& metrics,
+               Logger& log);
+  Status Recover();
+  Result<sched::JobSpec> ToSchedSpec(int64_t id, const io::JobRequest& r) const;
+  int32_t PriorityOf(const io::JobRequest& r) const;
+  // Appends the record and an event to `txn`.
+  void Write(JobRecord& job, const std::string& type, const std::string& message, store::Txn& txn);
+  void WriteNode(const NodeRecord& node, store::Txn& txn);
+  Result<int64_t> ApplyLocked(const store::Txn& txn);
+  Status Finish(JobRecord& job, JobState state, const std::string& type, const std::string& message,
+                store::Txn& txn);
+  void ApplyDecision(const sched::Decision& d, Time now, store::Txn& txn);
+  void ExpireLeases(Time now, store::Txn& txn);
+  void EnforceTimeLimits(Time now, store::Txn& txn);
+  void SyncPreempted(store::Txn& txn);
+  void SetSchedNodeState(NodeRecord& n, Time now);
+  std::vector<TaskView> ToTasks(const sched::Placement& p) const;
+  sched::Placement ToPlacement(const std::vector<TaskView>& tasks) const;
+  Scope JobScope(const JobRecord& job) const;
+  Time Now() const { return options_.clock(); }
+
+  const Topology& topo_;
+  store::Store& store_;
+  ControlOptions options_;
+  Metrics& metrics_;
+  Logger& log_;
+
+  mutable std::mutex mu_;
+  std::condition_variable work_;
+  bool dirty_ = true;
+  sched::Scheduler sched_;
+  std::map<int64_t, JobRecord> jobs_;
+  std::set<int64_t> active_;  // not terminal
+  std::vector<NodeRecord> nodes_;
+  std::map<std::string, std::string> node_tokens_;  // token hash -> node
+  int64_t next_id_ = 1;
+};
+
+}  // namespace unipool::server

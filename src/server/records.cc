@@ -1,0 +1,218 @@
+#include "server/records.h"
+
+#include <cstdio>
+#include <ctime>
+
+namespace unipool::server {
+namespace {
+
+Json TimeJson(Time t) { return t.value() == 0 ? Json(nullptr) : Json(FormatTime(t)); }
+
+Result<Time> TimeField(const Json& j, const char* key) {
+  if (!j.contains(key) || j[key].is_null()) return Time(0);
+  if (!j[key].is_string()) return InvalidArgument(std::string(key) + ": expected a time");
+  return ParseTime(j[key].get<std::string>());
+}
+
+std::string Pad(int64_t v, int width) {
+  std::string s = std::to_string(v);
+  return std::string(width > static_cast<int>(s.size()) ? width - s.size() : 0, '0') + s;
+}
+
+const char* kPolicies[] = {"best-effort", "fifo"};
+
+}  // namespace
+
+std::string FormatTime(Time t) {
+  const int64_t ns = t.value();
+  const std::time_t secs = ns / 1000000000;
+  std::tm tm;
+  gmtime_r(&secs, &tm);
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<int>((ns / 1000000) % 1000));
+  return buf;
+}
+
+Result<Time> ParseTime(const std::string& s) {
+  std::tm tm{};
+  int ms = 0;
+  char z = 0;
+  if (std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d.%3d%c", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms, &z) != 8 ||
+      z != 'Z') {
+    return InvalidArgument("'" + s + "' is not an RFC 3339 UTC time (2026-01-02T03:04:05.678Z)");
+  }
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  return Time(static_cast<int64_t>(timegm(&tm)) * 1000000000 + int64_t{ms} * 1000000);
+}
+
+std::string JobKey(int64_t id) { return "/jobs/" + Pad(id, 12); }
+std::string EventKey(int64_t job, int64_t seq) {
+  return "/events/" + Pad(job, 12) + "/" + Pad(seq, 6);
+}
+std::string NodeKey(const std::string& name) { return "/nodes/" + name; }
+std::string QueueKey(const std::string& name) { return "/queues/" + name; }
+std::string AgentKey(const std::string& name) { return "/agents/" + name; }
+
+Json JobToJson(const JobRecord& job) {
+  Json tasks = Json::array();
+  for (const TaskView& t : job.tasks) tasks.push_back({{"node", t.node}, {"gpus", t.gpus}});
+  return Json{{"id", job.id},
+              {"name", job.request.name},
+              {"queue", job.request.queue},
+              {"owner", job.owner},
+              {"state", JobStateName(job.state)},
+              {"message", job.message},
+              {"submitted", TimeJson(job.submitted)},
+              {"started", TimeJson(job.started)},
+              {"finished", TimeJson(job.finished)},
+              {"lastCheckpoint", TimeJson(job.last_checkpoint)},
+              {"restarts", job.restarts},
+              {"preemptions", job.preemptions},
+              {"generation", job.generation},
+              {"lostGpuSeconds", job.lost_gpu_seconds},
+              {"events", job.events},
+              {"tasks", tasks},
+              {"spec", io::JobRequestToJson(job.request)}};
+}
+
+Result<JobRecord> JobFromJson(const Json& j) {
+  if (!j.is_object()) return InvalidArgument("job: expected an object");
+  JobRecord job;
+  try {
+    job.id = j.at("id").get<int64_t>();
+    job.owner = j.at("owner").get<std::string>();
+    auto state = ParseJobState(j.at("state").get<std::string>());
+    if (!state) return InvalidArgument("job: unknown state");
+    job.state = *state;
+    job.message = j.value("message", "");
+    job.restarts = j.at("restarts").get<int32_t>();
+    job.preemptions = j.at("preemptions").get<int32_t>();
+    job.generation = j.at("generation").get<int64_t>();
+    job.lost_gpu_seconds = j.at("lostGpuSeconds").get<int64_t>();
+    job.events = j.at("events").get<int64_t>();
+    for (const Json& t : j.at("tasks")) {
+      job.tasks.push_back(
+          TaskView{t.at("node").get<std::string>(), t.at("gpus").get<std::vector<int>>()});
+    }
+  } catch (const Json::exception& e) {
+    return InvalidArgument(std::string("job: ") + e.what());
+  }
+  for (auto [key, out] : {std::pair{"submitted", &job.submitted},
+                          {"started", &job.started},
+                          {"finished", &job.finished},
+                          {"lastCheckpoint", &job.last_checkpoint}}) {
+    Result<Time> t = TimeField(j, key);
+    if (!t.ok()) return t.status();
+    *out = *t;
+  }
+  if (!j.contains("spec")) return InvalidArgument("job: no spec");
+  Result<io::JobRequest> r = io::JobRequestFromJson(j["spec"]);
+  if (!r.ok()) return r.status();
+  job.request = std::move(r).value();
+  return job;
+}
+
+Json EventToJson(const JobEvent& e) {
+  return Json{{"time", FormatTime(e.time)}, {"type", e.type}, {"message", e.message}};
+}
+
+Result<JobEvent> EventFromJson(const Json& j) {
+  if (!j.is_object() || !j.contains("time") || !j["time"].is_string() || !j.contains("type") ||
+      !j["type"].is_string() || !j.contains("message") || !j["message"].is_string()) {
+    return InvalidArgument("event: expected {time, type, message}");
+  }
+  Result<Time> t = ParseTime(j["time"].get<std::string>());
+  if (!t.ok()) return t.status();
+  return JobEvent{*t, j["type"].get<std::string>(), j["message"].get<std::string>()};
+}
+
+Json NodeToJson(const NodeRecord& n) {
+  return Json{{"name", n.name},
+              {"gpus", n.gpus},
+              {"gpuModel", n.gpu_model},
+              {"partition", n.partition},
+              {"state", NodeStateName(n.state)},
+              {"admin", n.admin},
+              {"why", n.why},
+              {"registered", n.registered},
+              {"alive", n.alive},
+              {"health", n.health},
+              {"lastHeartbeat", TimeJson(n.last_heartbeat)}};
+}
+
+Json QueueToJson(const QueueRecord& q) {
+  return Json{{"name", q.spec.name},
+              {"parent", q.spec.parent},
+              {"guarantee", q.spec.guarantee.value()},
+              {"limit", q.spec.limit.value()},
+              {"weight", q.spec.weight},
+              {"policy", kPolicies[static_cast<int>(q.spec.policy)]},
+              {"graceSeconds", q.spec.grace.value() / 1000000000},
+              {"usedGpus", q.used.value()},
+              {"pendingJobs", q.pending},
+              {"runningJobs", q.running},
+              {"pendingGpus", q.pending_gpus.value()}};
+}
+
+// Reads a queue object (the API's PUT body and the store's form). Unknown
+// fields and bad values are errors naming `where`.field.
+Result<sched::QueueSpec> QueueSpecFromJson(const Json& j, const std::string& where) {
+  if (!j.is_object()) return InvalidArgument(where + ": expected a JSON object");
+  static const std::set<std::string> kKnown = {
+      "name",         "parent",   "guarantee",   "limit",       "weight",     "policy",
+      "graceSeconds", "usedGpus", "pendingJobs", "runningJobs", "pendingGpus"};
+  for (const auto& [key, v] : j.items()) {
+    if (!kKnown.contains(key)) return InvalidArgument(where + "." + key + ": unknown field");
+  }
+  sched::QueueSpec q;
+  auto str = [&](const char* key, std::string* out) -> Status {
+    if (!j.contains(key)) return Status::Ok();
+    if (!j[key].is_string()) return InvalidArgument(where + "." + key + ": expected a string");
+    *out = j[key].get<std::string>();
+    return Status::Ok();
+  };
+  auto num = [&](const char* key, int64_t lo, int64_t hi, int64_t* out) -> Status {
+    if (!j.contains(key)) return Status::Ok();
+    if (!j[key].is_number_integer() || j[key].get<int64_t>() < lo || j[key].get<int64_t>() > hi) {
+      return InvalidArgument(where + "." + key + ": expected an integer in [" + std::to_string(lo) +
+                             ", " + std::to_string(hi) + "]");
+    }
+    *out = j[key].get<int64_t>();
+    return Status::Ok();
+  };
+  UNIPOOL_RETURN_IF_ERROR(str("name", &q.name));
+  UNIPOOL_RETURN_IF_ERROR(str("parent", &q.parent));
+  int64_t guarantee = 0, limit = 0, grace = 120;
+  UNIPOOL_RETURN_IF_ERROR(num("guarantee", 0, int64_t{1} << 40, &guarantee));
+  UNIPOOL_RETURN_IF_ERROR(num("limit", 0, int64_t{1} << 40, &limit));
+  UNIPOOL_RETURN_IF_ERROR(num("weight", 1, 1000000, &q.weight));
+  UNIPOOL_RETURN_IF_ERROR(num("graceSeconds", 0, 7 * 24 * 3600, &grace));
+  std::string policy = kPolicies[0];
+  UNIPOOL_RETURN_IF_ERROR(str("policy", &policy));
+  if (policy == "fifo") {
+    q.policy = sched::QueuePolicy::kFifo;
+  } else if (policy != "best-effort") {
+    return InvalidArgument(where + ".policy: expected best-effort or fifo, got '" + policy + "'");
+  }
+  q.guarantee = Gpus(guarantee);
+  q.limit = Gpus(limit);
+  q.grace = Seconds(grace);
+  return q;
+}
+
+Json SummaryToJson(const Summary& s) {
+  return Json{{"gpus",
+               {{"total", s.total.value()},
+                {"allocated", s.allocated.value()},
+                {"free", s.free.value()},
+                {"unavailable", s.unavailable.value()}}},
+              {"nodes", {{"total", s.nodes}, {"up", s.nodes_up}}},
+              {"jobs", s.jobs},
+              {"revision", s.revision}};
+}
+
+}  // namespace unipool::server

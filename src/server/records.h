@@ -1,0 +1,35 @@
+// JSON forms of the control plane's records: what the store keeps and what
+// the API returns (one shape for both). Times are RFC 3339 in UTC with
+// milliseconds ("2026-11-29T15:04:05.123Z"); 0 is written as null.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "server/control.h"
+
+namespace unipool::server {
+
+using Json = nlohmann::json;
+
+std::string FormatTime(Time t);
+// Errors: not RFC 3339 UTC ("...Z").
+Result<Time> ParseTime(const std::string& s);
+
+Json JobToJson(const JobRecord& job);
+Result<JobRecord> JobFromJson(const Json& j);
+Json EventToJson(const JobEvent& e);
+Result<JobEvent> EventFromJson(const Json& j);
+Json NodeToJson(const NodeRecord& n);
+Json QueueToJson(const QueueRecord& q);
+Result<sched::QueueSpec> QueueSpecFromJson(const Json& j, const std::string& where);
+Json SummaryToJson(const Summary& s);
+
+// Store keys.
+std::string JobKey(int64_t id);                  // /jobs/000000000042
+std::string EventKey(int64_t job, int64_t seq);  // /events/000000000042/000003
+std::string NodeKey(const std::string& name);    // /nodes/NAME
+std::string QueueKey(const std::string& name);   // /queues/NAME
+std::string AgentKey(const std::string& name);   // /agents/NAME
+inline constexpr const char* kNextIdKey = "/meta/next-job-id";
+
+}  // namespace unipool::server

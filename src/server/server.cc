@@ -1,0 +1,89 @@
+#include "server/server.h"
+
+#include "io/cluster_reader.h"
+
+namespace unipool::server {
+
+Result<std::unique_ptr<Server>> Server::Open(const ServerOptions& options, Logger& log) {
+  std::unique_ptr<Server> s(new Server(options, log));
+  Result<Topology> topo = io::LoadTopology(options.cluster_path);
+  if (!topo.ok()) return topo.status();
+  s->topo_ = std::make_unique<Topology>(std::move(topo).value());
+
+  if (options.memory_store) {
+    s->store_ = store::NewMemoryStore();
+  } else {
+    Result<std::unique_ptr<store::Store>> st = store::OpenSqliteStore(options.data_dir);
+    if (!st.ok()) return st.status();
+    s->store_ = std::move(st).value();
+  }
+
+  ControlPlane::DeclareMetrics(s->metrics_);
+  ApiServer::DeclareMetrics(s->metrics_);
+  ControlOptions copt;
+  copt.node_lease = options.node_lease;
+  copt.assume_nodes_up = options.assume_nodes_up;
+  copt.sched.min_runtime = options.min_runtime;
+  Result<std::unique_ptr<ControlPlane>> cp =
+      ControlPlane::Open(*s->topo_, *s->store_, copt, s->metrics_, log);
+  if (!cp.ok()) return cp.status();
+  s->control_ = std::move(cp).value();
+
+  ApiOptions aopt;
+  aopt.tokens_path = options.tokens_path;
+  aopt.tls_cert = options.tls_cert;
+  aopt.tls_key = options.tls_key;
+  aopt.threads = options.threads;
+  s->api_ = std::make_unique<ApiServer>(*s->control_, s->metrics_, log, aopt);
+  UNIPOOL_RETURN_IF_ERROR(s->api_->Init());
+  return s;
+}
+
+Server::~Server() {
+  Stop();
+  if (reconciler_.joinable()) reconciler_.join();
+}
+
+Result<int> Server::Bind() {
+  Result<int> port = api_->Bind(options_.host, options_.port);
+  if (port.ok()) port_ = *port;
+  return port;
+}
+
+std::string Server::url() const {
+  const bool tls = !options_.tls_cert.empty();
+  return std::string(tls ? "https://" : "http://") + options_.host + ":" + std::to_string(port_);
+}
+
+void Server::ReconcileLoop() {
+  const auto cycle = std::chrono::milliseconds(options_.cycle.value() / 1000000);
+  while (!stop_) {
+    Status st = control_->Reconcile();
+    if (!st.ok()) {
+      log_.Error("control", "reconcile failed, stopping: " + st.message());
+      api_->Stop();
+      return;
+    }
+    control_->WaitForWork(cycle);
+    // Let a burst of submissions gather into one cycle.
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+void Server::Run() {
+  reconciler_ = std::thread([this] { ReconcileLoop(); });
+  log_.Info("server", "serving",
+            {{"url", url()},
+             {"nodes", int64_t{topo_->num_nodes()}},
+             {"gpus", topo_->num_gpus().value()}});
+  api_->Serve();
+  stop_ = true;
+  if (reconciler_.joinable()) reconciler_.join();
+}
+
+void Server::Stop() {
+  stop_ = true;
+  if (api_) api_->Stop();
+}
+
+}  // namespace unipool::server

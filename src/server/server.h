@@ -1,0 +1,64 @@
+// Server: the whole control plane in one object - cluster model, store,
+// ControlPlane, ApiServer and the reconcile loop - as `unipool server` and
+// `unipool up` run it.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "server/api.h"
+#include "server/control.h"
+
+namespace unipool::server {
+
+struct ServerOptions {
+  std::string cluster_path;  // the cluster file (nodes and tiers)
+  std::string data_dir = "unipool-data";
+  bool memory_store = false;  // nothing survives the process
+  std::string tokens_path;
+  std::string host = "127.0.0.1";
+  int port = 8460;  // 0: any free port
+  std::string tls_cert, tls_key;
+  bool assume_nodes_up = false;
+  Duration node_lease = Seconds(30);
+  Duration min_runtime = Seconds(300);  // before a job may be preempted
+  Duration cycle = Milliseconds(200);   // reconcile at least this often
+  int threads = 64;
+};
+
+class Server {
+ public:
+  // Loads the cluster and tokens, opens the store and recovers. Errors
+  // name the file or directory at fault.
+  static Result<std::unique_ptr<Server>> Open(const ServerOptions& options, Logger& log);
+  ~Server();
+
+  // Binds the listening socket; returns the port.
+  Result<int> Bind();
+  // Serves and reconciles until Stop().
+  void Run();
+  // May be called from any thread.
+  void Stop();
+
+  std::string url() const;
+  ControlPlane& control() { return *control_; }
+
+ private:
+  Server(const ServerOptions& options, Logger& log) : options_(options), log_(log) {}
+  void ReconcileLoop();
+
+  ServerOptions options_;
+  Logger& log_;
+  Metrics metrics_;
+  std::unique_ptr<Topology> topo_;
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<ControlPlane> control_;
+  std::unique_ptr<ApiServer> api_;
+  std::thread reconciler_;
+  std::atomic<bool> stop_{false};
+  int port_ = 0;
+};
+
+}  // namespace unipool::server
