@@ -5,10 +5,12 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "core/base/rng.h"
 #include "core/topology/topology.h"
 #include "io/cluster_reader.h"
+#include "io/job_spec.h"
 #include "io/sim_reader.h"
 #include "io/trace_reader.h"
 
@@ -70,6 +72,53 @@ TEST(FuzzTest, Traces) {
   for (int i = 0; i < 3000; ++i) {
     Result<Trace> t = ParseTrace(Mutate(base, rng), TraceOptions{});
     if (!t.ok()) ExpectOneLine(t.status());
+  }
+}
+
+constexpr const char* kJobExamples[] = {"examples/jobs/train.yaml", "examples/jobs/k8s-pod.yaml",
+                                        "examples/jobs/k8s-job.yaml",
+                                        "examples/jobs/pytorchjob.yaml"};
+
+// Whatever the reader accepts, the store takes back unchanged.
+void ExpectStorable(const JobRequest& job) {
+  Result<JobRequest> back = JobRequestFromJson(JobRequestToJson(job));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(JobRequestToJson(*back), JobRequestToJson(job));
+}
+
+TEST(FuzzTest, JobSpecs) {
+  Rng rng(13);
+  for (const char* file : kJobExamples) {
+    const std::string base = ReadFile(std::string(UNIPOOL_SOURCE_DIR) + "/" + file).value();
+    for (int i = 0; i < 750; ++i) {  // 3000 in all
+      const std::string text = Mutate(base, rng);
+      if (std::getenv("UNIPOOL_FUZZ_DUMP")) std::ofstream(std::getenv("UNIPOOL_FUZZ_DUMP")) << text;
+      Result<ParsedJob> job = ReadJobSpec(text, "job.yaml");
+      if (!job.ok()) {
+        ExpectOneLine(job.status());
+        continue;
+      }
+      ExpectStorable(job->job);
+    }
+  }
+}
+
+// The store's JSON, mutated: a value or a one-line error, never an exception.
+TEST(FuzzTest, StoredJobs) {
+  Rng rng(17);
+  for (const char* file : kJobExamples) {
+    const std::string text = ReadFile(std::string(UNIPOOL_SOURCE_DIR) + "/" + file).value();
+    const std::string base = JobRequestToJson(ReadJobSpec(text, file).value().job).dump(1);
+    for (int i = 0; i < 750; ++i) {
+      const nlohmann::json j = nlohmann::json::parse(Mutate(base, rng), nullptr, false);
+      if (j.is_discarded()) continue;
+      Result<JobRequest> job = JobRequestFromJson(j);
+      if (!job.ok()) {
+        ExpectOneLine(job.status());
+        continue;
+      }
+      ExpectStorable(*job);
+    }
   }
 }
 

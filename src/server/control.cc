@@ -124,19 +124,18 @@ Status ControlPlane::Recover() {
     next_id_ = std::max(next_id_, job.id + 1);
     if (Terminal(job.state)) continue;
     active_.insert(job.id);
-    Result<sched::JobSpec> spec = ToSchedSpec(job.id, job.request);
-    if (!spec.ok())
-      return Internal("store: job " + std::to_string(job.id) + ": " + spec.status().message());
-    Status st;
-    if (job.state == JobState::kPending) {
-      st = sched_.Submit(*spec, job.submitted);
-    } else {
-      st = sched_.Restore(*spec, ToPlacement(job.tasks), job.submitted, job.started,
-                          job.last_checkpoint, job.restarts);
-      if (!st.ok()) st = sched_.Submit(*spec, job.submitted);  // place it again
-      if (st.ok()) ++restored;
+    Status st = RecoverJob(job);
+    if (st.ok() && job.state != JobState::kPending) ++restored;
+    if (!st.ok()) {
+      // The cluster file or queues changed under it: it can never run.
+      Txn txn;
+      job.state = JobState::kFailed;
+      job.finished = now;
+      job.tasks.clear();
+      active_.erase(job.id);
+      Write(job, "Failed", "cannot run on this cluster any more: " + st.message(), txn);
+      UNIPOOL_RETURN_IF_ERROR(store_.Commit(txn).status());
     }
-    if (!st.ok()) return Internal("recover job " + std::to_string(job.id) + ": " + Describe(st));
   }
   // Nodes an agent joined get one lease from now to come back.
   for (NodeRecord& n : nodes_) {
@@ -151,6 +150,22 @@ Status ControlPlane::Recover() {
              {"running", restored},
              {"revision", store_.revision()}});
   return Status::Ok();
+}
+
+// Hands a stored, unfinished job back to the scheduler: pending ones queue
+// again, running ones are restored where they ran (or queue again when
+// those GPUs are taken).
+Status ControlPlane::RecoverJob(JobRecord& job) {
+  Result<sched::JobSpec> spec = ToSchedSpec(job.id, job.request);
+  if (!spec.ok()) return spec.status();
+  if (job.state != JobState::kPending) {
+    Status st = sched_.Restore(*spec, ToPlacement(job.tasks), job.submitted, job.started,
+                               job.last_checkpoint, job.restarts);
+    if (st.ok()) return st;
+    job.state = JobState::kPending;
+    job.tasks.clear();
+  }
+  return sched_.Submit(*spec, job.submitted);
 }
 
 // ---- Helpers ---------------------------------------------------------------
@@ -178,6 +193,11 @@ Result<sched::JobSpec> ControlPlane::ToSchedSpec(int64_t id, const io::JobReques
   s.task_gpus = r.gpus_per_node;
   s.min_gpus = Gpus(r.min_gpus);
   s.runtime_estimate = r.time_limit;
+  if (r.gpus > topo_.num_gpus().value()) {
+    return InvalidArgument("spec.gpus: " + std::to_string(r.gpus) +
+                           " GPUs asked; the cluster has " +
+                           std::to_string(topo_.num_gpus().value()));
+  }
   if (!r.within.empty()) {
     auto t = topo_.FindTier(r.within);
     if (!t)
@@ -602,6 +622,9 @@ Result<QueueRecord> ControlPlane::SetQueue(const sched::QueueSpec& spec) {
       }
       UNIPOOL_RETURN_IF_ERROR(tree.Update(*q, spec));
     } else {
+      if (!spec.parent.empty() && !tree.Find(spec.parent)) {
+        return InvalidArgument("parent: no queue named '" + spec.parent + "'");
+      }
       Result<sched::QueueId> added = tree.Add(spec);
       if (!added.ok()) return added.status();
     }

@@ -186,6 +186,7 @@ class ControlPlane {
   ControlPlane(const Topology& topo, store::Store& store, ControlOptions options, Metrics& metrics,
                Logger& log);
   Status Recover();
+  Status RecoverJob(JobRecord& job);
   Result<sched::JobSpec> ToSchedSpec(int64_t id, const io::JobRequest& r) const;
   int32_t PriorityOf(const io::JobRequest& r) const;
   // Appends the record and an event to `txn`.

@@ -1,0 +1,94 @@
+// Job specs as users write them, read into one JobRequest.
+//
+// Four shapes are accepted, YAML or JSON (JSON is read as YAML):
+//   apiVersion: unipool/v1, kind: Job        - the native spec (docs/api.md)
+//   apiVersion: v1, kind: Pod                - a Kubernetes Pod
+//   apiVersion: batch/v1, kind: Job          - a Kubernetes Job
+//   apiVersion: kubeflow.org/v1, kind: PyTorchJob
+// The Kubernetes shapes are taken unchanged: what has a meaning here is
+// mapped (containers[0].command/args/env/workingDir, resources.limits of
+// nvidia.com/gpu, parallelism/replicas, priorityClassName, volumes as
+// hints, activeDeadlineSeconds, backoffLimit, ...) and every field that is
+// ignored is named in ParsedJob::ignored ("spec.containers[0].image:
+// ignored, no container runtime is configured").
+//
+// Errors: one line naming the field path and its place in the text
+// ("job.yaml:7:5: spec.gpus: expected an integer in [1, 16777216]").
+// Unknown fields of the native spec are errors; sizes and counts are
+// bounded (see the k* limits below).
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/base/status.h"
+#include "core/base/units.h"
+
+namespace unipool::io {
+
+inline constexpr size_t kMaxSpecBytes = 1 << 20;  // 1 MiB
+inline constexpr size_t kMaxNameLength = 63;      // DNS-1123 label
+inline constexpr size_t kMaxListEntries = 1024;   // command, args, env, volumes
+inline constexpr size_t kMaxLabels = 64;
+inline constexpr size_t kMaxStringBytes = 64 << 10;  // any one string
+inline constexpr int64_t kMaxJobGpus = 1 << 24;
+
+enum class LaunchMode {
+  kPerGpu,     // one process per GPU, RANK/LOCAL_RANK set by the agent
+  kPerNode,    // one process per node that runs torchrun itself
+};
+
+struct RestartPolicy {
+  int32_t max_restarts = 3;       // restarts after failures (not preemptions)
+  Duration backoff = Seconds(10); // wait before each restart, doubled each time
+};
+
+// What a user asked for, independent of the shape it came in.
+struct JobRequest {
+  std::string name;  // metadata.name: lowercase alphanumerics and '-', 1..63
+  std::vector<std::pair<std::string, std::string>> labels;  // sorted by key
+  std::vector<std::string> command;  // required, non-empty
+  std::vector<std::string> args;
+  std::vector<std::pair<std::string, std::string>> env;  // in the order given
+  std::string working_dir;
+  int64_t gpus = 0;           // total; the maximum for elastic jobs; >= 1
+  int32_t gpus_per_node = 0;  // 0: the scheduler chooses (the largest that fits)
+  std::string queue = "default";
+  std::string priority_class;  // "" | low | normal | high (resolved by the server)
+  int32_t priority = 0;        // explicit priority; used when priority_class is ""
+  bool preemptible = true;
+  int64_t min_gpus = 0;  // elastic: 0 = not elastic; else 1..gpus
+  RestartPolicy restart;
+  std::string checkpoint_dir;
+  Duration checkpoint_interval;  // 0: the job decides
+  std::string within;            // topology: the gang stays in one group of this tier (name)
+  std::string partition;         // run only here; "" = any
+  std::string data_locality;     // preferred partition (a hint)
+  std::vector<std::string> volumes;  // dataset / volume hints, recorded only
+  Duration time_limit;           // 0 = none
+  LaunchMode launch = LaunchMode::kPerGpu;
+  std::string image;             // recorded; ignored without a container runtime
+  std::string source_kind;       // "unipool/v1 Job", "v1 Pod", "batch/v1 Job", ...
+};
+
+struct ParsedJob {
+  JobRequest job;
+  std::vector<std::string> ignored;  // "path: why", one per ignored field
+};
+
+// Parses one spec. `source` names the text in errors ("job.yaml", "request body").
+Result<ParsedJob> ReadJobSpec(std::string_view text, const std::string& source);
+
+// Storage form (the server's store): a JSON object holding every field.
+// JobRequestFromJson(JobRequestToJson(r)) == r.
+nlohmann::json JobRequestToJson(const JobRequest& r);
+Result<JobRequest> JobRequestFromJson(const nlohmann::json& j);
+
+const char* LaunchModeName(LaunchMode m);  // "per-gpu" | "per-node"
+
+}  // namespace unipool::io

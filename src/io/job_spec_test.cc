@@ -1,0 +1,637 @@
+#include "io/job_spec.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "io/cluster_reader.h"
+
+namespace unipool::io {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Pairs = std::vector<std::pair<std::string, std::string>>;
+using Strings = std::vector<std::string>;
+
+const std::string kRoot = UNIPOOL_SOURCE_DIR;
+
+std::string Slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+ParsedJob Read(const std::string& text) {
+  Result<ParsedJob> job = ReadJobSpec(text, "job.yaml");
+  EXPECT_TRUE(job.ok()) << job.status().message();
+  return job.ok() ? *job : ParsedJob{};
+}
+
+ParsedJob ReadExample(const std::string& name) {
+  const std::string path = "examples/jobs/" + name;
+  Result<ParsedJob> job = ReadJobSpec(Slurp(fs::path(kRoot) / path), path);
+  EXPECT_TRUE(job.ok()) << job.status().message();
+  return job.ok() ? *job : ParsedJob{};
+}
+
+std::string ErrorOf(const std::string& text) {
+  Result<ParsedJob> job = ReadJobSpec(text, "job.yaml");
+  EXPECT_FALSE(job.ok()) << text;
+  return job.ok() ? "" : job.status().message();
+}
+
+// Every field, one by one, so that a failure names the field.
+void ExpectSameJob(const JobRequest& a, const JobRequest& b) {
+  EXPECT_EQ(a.name, b.name);
+  EXPECT_EQ(a.labels, b.labels);
+  EXPECT_EQ(a.command, b.command);
+  EXPECT_EQ(a.args, b.args);
+  EXPECT_EQ(a.env, b.env);
+  EXPECT_EQ(a.working_dir, b.working_dir);
+  EXPECT_EQ(a.gpus, b.gpus);
+  EXPECT_EQ(a.gpus_per_node, b.gpus_per_node);
+  EXPECT_EQ(a.queue, b.queue);
+  EXPECT_EQ(a.priority_class, b.priority_class);
+  EXPECT_EQ(a.priority, b.priority);
+  EXPECT_EQ(a.preemptible, b.preemptible);
+  EXPECT_EQ(a.min_gpus, b.min_gpus);
+  EXPECT_EQ(a.restart.max_restarts, b.restart.max_restarts);
+  EXPECT_EQ(a.restart.backoff, b.restart.backoff);
+  EXPECT_EQ(a.checkpoint_dir, b.checkpoint_dir);
+  EXPECT_EQ(a.checkpoint_interval, b.checkpoint_interval);
+  EXPECT_EQ(a.within, b.within);
+  EXPECT_EQ(a.partition, b.partition);
+  EXPECT_EQ(a.data_locality, b.data_locality);
+  EXPECT_EQ(a.volumes, b.volumes);
+  EXPECT_EQ(a.time_limit, b.time_limit);
+  EXPECT_EQ(a.launch, b.launch);
+  EXPECT_EQ(a.image, b.image);
+  EXPECT_EQ(a.source_kind, b.source_kind);
+}
+
+constexpr const char* kFullNative = R"(apiVersion: unipool/v1
+kind: Job
+metadata:
+  name: llm-pretrain-7
+  labels: {team: nlp, cost-center: "42"}
+spec:
+  command: [torchrun, --nproc_per_node=8]
+  args: [train.py, --lr, 3e-4, "", "é€𝄞"]
+  env:
+    - {name: NCCL_DEBUG, value: INFO}
+    - {name: EMPTY}
+    - name: _PATHS
+      value: "a:b"
+  workingDir: /workspace
+  image: registry.example.com/llm:2
+  gpus: 64
+  gpusPerNode: 8
+  elastic: {minGpus: 16}
+  launch: per-node
+  queue: research/nlp
+  priorityClassName: high
+  priority: -5
+  preemptible: false
+  restartPolicy: {maxRestarts: 7, backoff: 90s}
+  checkpoint: {dir: ckpt/llm, interval: 30m}
+  topology: {within: pod}
+  partition: east
+  dataLocality: west
+  volumes: [imagenet, {name: c4, source: "s3://bucket/c4"}]
+  timeLimit: 2d
+)";
+
+TEST(JobSpecTest, ReadsEveryNativeField) {
+  const ParsedJob p = Read(kFullNative);
+  const JobRequest& j = p.job;
+  EXPECT_EQ(j.name, "llm-pretrain-7");
+  EXPECT_EQ(j.labels, (Pairs{{"cost-center", "42"}, {"team", "nlp"}}));
+  EXPECT_EQ(j.command, (Strings{"torchrun", "--nproc_per_node=8"}));
+  EXPECT_EQ(j.args, (Strings{"train.py", "--lr", "3e-4", "", "é€𝄞"}));
+  EXPECT_EQ(j.env, (Pairs{{"NCCL_DEBUG", "INFO"}, {"EMPTY", ""}, {"_PATHS", "a:b"}}));
+  EXPECT_EQ(j.working_dir, "/workspace");
+  EXPECT_EQ(j.image, "registry.example.com/llm:2");
+  EXPECT_EQ(j.gpus, 64);
+  EXPECT_EQ(j.gpus_per_node, 8);
+  EXPECT_EQ(j.min_gpus, 16);
+  EXPECT_EQ(j.launch, LaunchMode::kPerNode);
+  EXPECT_EQ(j.queue, "research/nlp");
+  EXPECT_EQ(j.priority_class, "high");
+  EXPECT_EQ(j.priority, -5);
+  EXPECT_FALSE(j.preemptible);
+  EXPECT_EQ(j.restart.max_restarts, 7);
+  EXPECT_EQ(j.restart.backoff, Seconds(90));
+  EXPECT_EQ(j.checkpoint_dir, "ckpt/llm");
+  EXPECT_EQ(j.checkpoint_interval, Seconds(1800));
+  EXPECT_EQ(j.within, "pod");
+  EXPECT_EQ(j.partition, "east");
+  EXPECT_EQ(j.data_locality, "west");
+  EXPECT_EQ(j.volumes, (Strings{"imagenet", "c4=s3://bucket/c4"}));
+  EXPECT_EQ(j.time_limit, Seconds(2 * 86400));
+  EXPECT_EQ(j.source_kind, "unipool/v1 Job");
+  EXPECT_TRUE(p.ignored.empty());
+}
+
+TEST(JobSpecTest, NativeDefaults) {
+  const JobRequest j = Read(R"(apiVersion: unipool/v1
+kind: Job
+metadata: {name: tiny}
+spec: {command: [python3, t.py], gpus: 1}
+)")
+                           .job;
+  EXPECT_EQ(j.queue, "default");
+  EXPECT_TRUE(j.preemptible);
+  EXPECT_EQ(j.gpus_per_node, 0);
+  EXPECT_EQ(j.min_gpus, 0);
+  EXPECT_EQ(j.restart.max_restarts, 3);
+  EXPECT_EQ(j.restart.backoff, Seconds(10));
+  EXPECT_EQ(j.launch, LaunchMode::kPerGpu);
+  EXPECT_EQ(j.time_limit, Duration());
+  EXPECT_TRUE(j.labels.empty() && j.env.empty() && j.volumes.empty());
+}
+
+TEST(JobSpecTest, NativeEnvMappingKeepsTheOrderWritten) {
+  const JobRequest j = Read(R"(apiVersion: unipool/v1
+kind: Job
+metadata: {name: env}
+spec:
+  command: [env]
+  gpus: 1
+  env: {ZED: "1", ALPHA: two, MIDDLE: ""}
+)")
+                           .job;
+  EXPECT_EQ(j.env, (Pairs{{"ZED", "1"}, {"ALPHA", "two"}, {"MIDDLE", ""}}));
+}
+
+TEST(JobSpecTest, JsonIsReadAsYaml) {
+  const ParsedJob p = Read(R"({
+  "apiVersion": "unipool/v1", "kind": "Job",
+  "metadata": {"name": "from-json", "labels": {"a": "b"}},
+  "spec": {"command": ["python3", "t.py"], "gpus": 16, "gpusPerNode": 8,
+           "env": [{"name": "X", "value": "1"}], "preemptible": false,
+           "restartPolicy": {"maxRestarts": 0}}
+})");
+  EXPECT_EQ(p.job.name, "from-json");
+  EXPECT_EQ(p.job.gpus, 16);
+  EXPECT_EQ(p.job.gpus_per_node, 8);
+  EXPECT_EQ(p.job.env, (Pairs{{"X", "1"}}));
+  EXPECT_FALSE(p.job.preemptible);
+  EXPECT_EQ(p.job.restart.max_restarts, 0);
+}
+
+// Kubernetes objects in JSON, as kubectl -o json prints them.
+TEST(JobSpecTest, ReadsAKubernetesPodInJson) {
+  const ParsedJob p = Read(R"({
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"name": "json-pod", "uid": "1234"},
+    "spec": {
+        "containers": [{
+            "name": "trainer",
+            "command": ["python3", "-m", "torch.distributed.run", "--nproc_per_node=2", "t.py"],
+            "resources": {"limits": {"nvidia.com/gpu": "2"}}
+        }]
+    },
+    "status": {"phase": "Pending"}
+})");
+  EXPECT_EQ(p.job.name, "json-pod");
+  EXPECT_EQ(p.job.gpus, 2);
+  EXPECT_EQ(p.job.launch, LaunchMode::kPerNode);
+  EXPECT_EQ(p.ignored, (Strings{"metadata.uid: ignored", "spec.containers[0].name: ignored",
+                                "status: ignored"}));
+}
+
+TEST(JobSpecTest, ReadsTheTrainingExample) {
+  const JobRequest j = ReadExample("train.yaml").job;
+  EXPECT_EQ(j.name, "ddp-train");
+  EXPECT_EQ(j.command, (Strings{"python3", "examples/jobs/train_ddp.py"}));
+  EXPECT_EQ(j.args, (Strings{"--steps", "200"}));
+  EXPECT_EQ(j.gpus, 4);
+  EXPECT_EQ(j.gpus_per_node, 2);
+  EXPECT_EQ(j.launch, LaunchMode::kPerGpu);
+  EXPECT_EQ(j.priority_class, "normal");
+  EXPECT_EQ(j.checkpoint_interval, Seconds(300));
+  EXPECT_EQ(j.time_limit, Seconds(3600));
+}
+
+// The Pod as a Kubernetes user writes it (examples/jobs/k8s-pod.yaml).
+TEST(JobSpecTest, ReadsAKubernetesPod) {
+  const ParsedJob p = ReadExample("k8s-pod.yaml");
+  const JobRequest& j = p.job;
+  EXPECT_EQ(j.source_kind, "v1 Pod");
+  EXPECT_EQ(j.name, "gpu-training-pod");
+  EXPECT_EQ(j.labels, (Pairs{{"app", "ai-training"}}));
+  EXPECT_EQ(j.command, (Strings{"torchrun", "--nproc_per_node=8", "train_ddp.py"}));
+  EXPECT_TRUE(j.args.empty());
+  EXPECT_EQ(j.gpus, 8);
+  EXPECT_EQ(j.gpus_per_node, 8);
+  EXPECT_EQ(j.launch, LaunchMode::kPerNode);  // torchrun starts the 8 workers
+  EXPECT_EQ(j.queue, "default");
+  EXPECT_EQ(j.restart.max_restarts, 3);  // OnFailure: the default policy
+  EXPECT_EQ(j.image, "registry.example.com/ai-training:v1.0");
+  EXPECT_EQ(j.volumes, (Strings{"data=pvc:training-data-pvc", "output=pvc:training-output-pvc"}));
+  EXPECT_EQ(p.ignored,
+            (Strings{
+                "spec.containers[0].name: ignored",
+                "spec.containers[0].image: recorded, ignored (no container runtime is configured)",
+                "spec.containers[0].volumeMounts: ignored (volumes are recorded as hints; nothing "
+                "is mounted)",
+            }));
+}
+
+TEST(JobSpecTest, ReadsAKubernetesJob) {
+  const ParsedJob p = ReadExample("k8s-job.yaml");
+  const JobRequest& j = p.job;
+  EXPECT_EQ(j.source_kind, "batch/v1 Job");
+  EXPECT_EQ(j.name, "ddp-batch");
+  EXPECT_EQ(j.queue, "research");  // the label unipool.io/queue
+  EXPECT_EQ(j.gpus, 8);
+  EXPECT_EQ(j.gpus_per_node, 4);
+  EXPECT_EQ(j.restart.max_restarts, 4);
+  EXPECT_EQ(j.time_limit, Seconds(86400));
+  EXPECT_EQ(j.priority_class, "high");
+  EXPECT_EQ(j.working_dir, "/workspace");
+  EXPECT_EQ(j.command, (Strings{"python3", "examples/jobs/train_ddp.py"}));
+  EXPECT_EQ(j.args, (Strings{"--steps", "200"}));
+  EXPECT_EQ(j.env, (Pairs{{"NCCL_DEBUG", "INFO"}}));
+  EXPECT_EQ(j.launch, LaunchMode::kPerGpu);
+  EXPECT_EQ(j.volumes, (Strings{"dataset=pvc:imagenet", "shm"}));
+  const std::string c = "spec.template.spec.containers[0]";
+  EXPECT_EQ(p.ignored,
+            (Strings{
+                "metadata.namespace: ignored (the queue comes from the label unipool.io/queue)",
+                "spec.completions: ignored (the pods run once, as one gang)",
+                "spec.ttlSecondsAfterFinished: ignored",
+                "spec.template.metadata: ignored (the job's metadata applies)",
+                "spec.template.spec.restartPolicy: ignored (restarts follow spec.backoffLimit)",
+                "spec.template.spec.nodeSelector: ignored (placement follows the cluster topology)",
+                "spec.template.spec.tolerations: ignored (placement follows the cluster topology)",
+                c + ".name: ignored",
+                c + ".image: recorded, ignored (no container runtime is configured)",
+                c + ".env[1].valueFrom: ignored (not resolved; POD_NAME is not set)",
+                c + ".resources.limits.cpu: ignored (only nvidia.com/gpu is scheduled)",
+                c + ".resources.limits.memory: ignored (only nvidia.com/gpu is scheduled)",
+                c + ".resources.requests.cpu: ignored (only nvidia.com/gpu is scheduled)",
+                "spec.template.spec.volumes[0].persistentVolumeClaim.readOnly: ignored",
+                "spec.template.spec.volumes[1].emptyDir: ignored (the volume is recorded by name "
+                "only)",
+            }));
+}
+
+TEST(JobSpecTest, ReadsAPyTorchJob) {
+  const ParsedJob p = ReadExample("pytorchjob.yaml");
+  const JobRequest& j = p.job;
+  EXPECT_EQ(j.source_kind, "kubeflow.org/v1 PyTorchJob");
+  EXPECT_EQ(j.name, "pytorch-ddp");
+  EXPECT_EQ(j.gpus, 16);
+  EXPECT_EQ(j.gpus_per_node, 8);
+  EXPECT_EQ(j.launch, LaunchMode::kPerGpu);
+  EXPECT_EQ(j.restart.max_restarts, 2);
+  EXPECT_EQ(j.command, (Strings{"python3", "examples/jobs/train_ddp.py", "--steps", "200"}));
+  EXPECT_EQ(j.min_gpus, 0);
+  const std::string m = "spec.pytorchReplicaSpecs.Master";
+  EXPECT_EQ(p.ignored,
+            (Strings{
+                "metadata.namespace: ignored (the queue comes from the label unipool.io/queue)",
+                "spec.runPolicy.cleanPodPolicy: ignored",
+                m + ".restartPolicy: ignored (restarts follow runPolicy.backoffLimit)",
+                m + ".template.spec.containers[0].name: ignored",
+                m + ".template.spec.containers[0].image: recorded, ignored (no container "
+                    "runtime is configured)",
+                m + ".template.spec.containers[0].imagePullPolicy: ignored",
+                "spec.pytorchReplicaSpecs.Worker.restartPolicy: ignored (restarts follow "
+                "runPolicy.backoffLimit)",
+                "spec.pytorchReplicaSpecs.Worker.template: ignored except nvidia.com/gpu (the "
+                "Master's pod spec runs on every pod)",
+            }));
+}
+
+constexpr const char* kPyTorchElastic = R"(apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata:
+  name: elastic
+  labels: {kueue.x-k8s.io/queue-name: from-kueue}
+spec:
+  elasticPolicy: {minReplicas: 2, maxReplicas: 4, rdzvBackend: c10d}
+  runPolicy:
+    activeDeadlineSeconds: 7200
+    schedulingPolicy: {queue: from-policy, priorityClass: low, minAvailable: 4}
+  pytorchReplicaSpecs:
+    Worker:
+      replicas: 4
+      template:
+        spec:
+          containers:
+          - name: w
+            command: [torchrun, --nproc_per_node=4, train.py]
+            resources: {requests: {nvidia.com/gpu: 4}}
+)";
+
+TEST(JobSpecTest, PyTorchJobWithOnlyWorkersAndAnElasticPolicy) {
+  const ParsedJob p = Read(kPyTorchElastic);
+  EXPECT_EQ(p.job.gpus, 16);
+  EXPECT_EQ(p.job.gpus_per_node, 4);
+  EXPECT_EQ(p.job.min_gpus, 8);
+  EXPECT_EQ(p.job.time_limit, Seconds(7200));
+  EXPECT_EQ(p.job.priority_class, "low");
+  EXPECT_EQ(p.job.queue, "from-policy");  // before the Kueue label
+  EXPECT_EQ(p.job.launch, LaunchMode::kPerNode);
+  EXPECT_NE(
+      std::find(p.ignored.begin(), p.ignored.end(),
+                "spec.runPolicy.schedulingPolicy.minAvailable: ignored (a gang starts whole)"),
+      p.ignored.end());
+  EXPECT_NE(std::find(p.ignored.begin(), p.ignored.end(),
+                      "spec.elasticPolicy.maxReplicas: ignored (replicas set the maximum)"),
+            p.ignored.end());
+}
+
+std::string Pod(const std::string& metadata, const std::string& spec,
+                const std::string& container) {
+  return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n" + metadata + "spec:\n" + spec +
+         "  containers:\n  - name: c\n    command: [python3, t.py]\n" + container;
+}
+
+const std::string kOneGpu = "    resources: {limits: {nvidia.com/gpu: 1}}\n";
+
+TEST(JobSpecTest, QueueComesFromLabels) {
+  EXPECT_EQ(
+      Read(Pod("  labels: {kueue.x-k8s.io/queue-name: k, unipool.io/queue: u}\n", "", kOneGpu))
+          .job.queue,
+      "u");
+  EXPECT_EQ(Read(Pod("  labels: {kueue.x-k8s.io/queue-name: k}\n", "", kOneGpu)).job.queue, "k");
+  EXPECT_EQ(Read(Pod("  namespace: team-a\n", "", kOneGpu)).job.queue, "default");
+}
+
+TEST(JobSpecTest, PodFieldsThatMap) {
+  const ParsedJob p = Read(Pod("  annotations: {a: b}\n",
+                               "  restartPolicy: Never\n  priority: 100\n"
+                               "  priorityClassName: system-node-critical\n"
+                               "  activeDeadlineSeconds: 600\n",
+                               kOneGpu));
+  EXPECT_EQ(p.job.restart.max_restarts, 0);
+  EXPECT_EQ(p.job.priority, 100);
+  EXPECT_EQ(p.job.priority_class, "");
+  EXPECT_EQ(p.job.time_limit, Seconds(600));
+  EXPECT_EQ(p.ignored, (Strings{"metadata.annotations: ignored",
+                                "spec.priorityClassName: ignored ('system-node-critical' is not "
+                                "low, normal or high)",
+                                "spec.containers[0].name: ignored"}));
+}
+
+TEST(JobSpecTest, OnlyTheGpuContainerRuns) {
+  const std::string text = R"(apiVersion: v1
+kind: Pod
+metadata: {name: sidecars}
+spec:
+  initContainers: [{name: init, image: busybox}]
+  containers:
+  - {name: log, image: fluentbit, command: [fluent-bit]}
+  - name: train
+    command: [python3, t.py]
+    env: [{name: A, value: "1"}, {name: B, valueFrom: {secretKeyRef: {name: s, key: k}}}]
+    resources: {limits: {nvidia.com/gpu: 2}, requests: {nvidia.com/gpu: "2"}}
+)";
+  const ParsedJob p = Read(text);
+  EXPECT_EQ(p.job.command, (Strings{"python3", "t.py"}));
+  EXPECT_EQ(p.job.env, (Pairs{{"A", "1"}}));
+  EXPECT_EQ(p.job.gpus, 2);
+  EXPECT_EQ(p.ignored,
+            (Strings{"spec.initContainers: ignored (init containers are not run)",
+                     "spec.containers[0]: ignored (only the container that requests "
+                     "nvidia.com/gpu runs)",
+                     "spec.containers[1].name: ignored",
+                     "spec.containers[1].env[1].valueFrom: ignored (not resolved; B is not set)"}));
+}
+
+TEST(JobSpecTest, IgnoredListIsBounded) {
+  std::string extra;
+  for (int i = 0; i < 1500; ++i) extra += "  x" + std::to_string(i) + ": 1\n";
+  const ParsedJob p = Read(Pod("", extra, kOneGpu));
+  ASSERT_EQ(p.ignored.size(), kMaxListEntries);
+  EXPECT_EQ(p.ignored.back(), "...: 478 more ignored fields are not listed");  // 1501 in all
+}
+
+// Errors are one line: "SOURCE:LINE:COL: path: cause".
+TEST(JobSpecTest, ErrorsNameThePlaceAndTheField) {
+  EXPECT_EQ(ErrorOf("apiVersion: unipool/v1\nkind: Job\nmetadata: {name: a}\n"
+                    "spec:\n  command: [x]\n  gpus: 0\n"),
+            "job.yaml:6:9: spec.gpus: expected a whole number from 1 to 16777216, got '0'");
+  EXPECT_EQ(ErrorOf(Pod("", "", "")),
+            "job.yaml:7:3: spec.containers: requests no nvidia.com/gpu (set "
+            "resources.limits[nvidia.com/gpu] on the training container)");
+}
+
+struct BadCase {
+  std::string text;
+  std::string error;  // a part of the message
+};
+
+std::string Native(const std::string& spec) {
+  return "apiVersion: unipool/v1\nkind: Job\nmetadata: {name: j}\nspec:\n  command: [x]\n" + spec;
+}
+
+// "a0, a1, ..." or, with a suffix, "k0: v, k1: v, ...".
+std::string Many(const std::string& item, int n, const std::string& suffix = "") {
+  std::string s;
+  for (int i = 0; i < n; ++i) s += (i ? ", " : "") + item + std::to_string(i) + suffix;
+  return s;
+}
+
+TEST(JobSpecTest, RejectsBadSpecs) {
+  const std::string big(kMaxStringBytes + 1, 'a');
+  const std::vector<BadCase> cases = {
+      {std::string(kMaxSpecBytes + 1, '#'), "job.yaml: the spec is 1048577 bytes; at most"},
+      {Native("  gpus: 1\n  workingDir: " + big + "\n"),
+       "spec.workingDir: 65537 bytes; at most 65536"},
+      {Native("  gpus: 1\n  args: [" + Many("a", 1025) + "]\n"),
+       "spec.args: 1025 entries; at most 1024"},
+      {"apiVersion: unipool/v1\nkind: Job\nmetadata:\n  name: j\n  labels: {" +
+           Many("k", 65, ": v") + "}\n",
+       "metadata.labels: 65 entries; at most 64"},
+      {Native("  gpus: 1\n  image: a\xff\n"), "spec.image: expected UTF-8 text"},
+      {Native("  gpus: 1\n  image: a\xc0\x80\n"), "spec.image: expected UTF-8 text"},  // overlong
+      {Native("  gpus: 1\n  args: [\xed\xa0\x80]\n"), "spec.args[0]: expected UTF-8 text"},
+      {Native("  gpus: 8\n  gpusPerNode: 3\n"), "spec.gpusPerNode: 3 does not divide spec.gpus"},
+      {Native("  gpus: 8\n  elastic: {minGpus: 9}\n"), "spec.elastic.minGpus: expected a whole"},
+      {Native("  gpus: 1\n  env: [{name: A}, {name: A}]\n"), "spec.env[1].name: 'A' is set twice"},
+      {Native("  gpus: 1\n  env: {A-B: x}\n"), "spec.env.A-B: expected an environment variable"},
+      {Native("  gpus: 1\n  gpuz: 2\n"), "spec: unknown field 'gpuz' (did you mean 'gpus'?)"},
+      {Native("  gpus: 1\n  priority: 1000001\n"), "spec.priority: expected a whole number"},
+      {Native("  gpus: \"two\\nlines\"\n"),
+       "spec.gpus: expected a whole number from 1 to "
+       "16777216, got 'two\\nlines'"},
+      {Pod("", "", "    resources: {limits: {nvidia.com/gpu: 2}, requests: {nvidia.com/gpu: 1}}\n"),
+       "spec.containers[0].resources.requests[nvidia.com/gpu]: 1 differs from limits (2)"},
+      {Pod("", "", kOneGpu + "  - name: d\n    command: [x]\n" + kOneGpu),
+       "spec.containers[1]: a second container requests nvidia.com/gpu"},
+      {Pod("", "", "    env: [{value: x}]\n" + kOneGpu),
+       "spec.containers[0].env[0].name: required"},
+      {Pod("", "  restartPolicy: Sometimes\n", kOneGpu),
+       "spec.restartPolicy: expected Always, OnFailure or Never"},
+      {"apiVersion: batch/v1\nkind: Job\nmetadata: {name: j}\nspec:\n  parallelism: 16777216\n"
+       "  template:\n    spec:\n      containers:\n      - command: [x]\n"
+       "        resources: {limits: {nvidia.com/gpu: 2}}\n",
+       "spec.parallelism: 16777216 pods of 2 GPUs exceed 16777216 GPUs"},
+      {"apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: j}\nspec:\n"
+       "  pytorchReplicaSpecs: {Launcher: {}}\n",
+       "spec.pytorchReplicaSpecs: expected a Master or a Worker replica spec"},
+      {Pod("", "", "    env: [{name: A, value: x}]\n" + kOneGpu) +
+           "  containers: [{command: [y], resources: {limits: {nvidia.com/gpu: 1}}}]\n",
+       "job.yaml:11:3: spec.containers: set twice"},
+      {"[1, 2]", "job: expected a mapping with apiVersion and kind"},
+      {"", "no YAML document here"},
+  };
+  for (const BadCase& c : cases) {
+    const std::string got = ErrorOf(c.text);
+    EXPECT_NE(got.find(c.error), std::string::npos) << got << "\nwanted: " << c.error;
+    EXPECT_EQ(got.find('\n'), std::string::npos) << got;
+  }
+}
+
+// Every file in testdata/jobs/bad/ fails with the one-line error of its
+// .err file. UNIPOOL_UPDATE_GOLDEN=1 rewrites the .err files instead.
+TEST(JobSpecTest, BadFilesGiveTheirGoldenErrors) {
+  const fs::path dir = fs::path(kRoot) / "testdata/jobs/bad";
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() == ".yaml") files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  EXPECT_GE(files.size(), 25u);
+  const bool update = std::getenv("UNIPOOL_UPDATE_GOLDEN") != nullptr;
+  for (const fs::path& file : files) {
+    const std::string name = file.filename().string();
+    Result<ParsedJob> job = ReadJobSpec(Slurp(file), name);
+    ASSERT_FALSE(job.ok()) << name;
+    const std::string& got = job.status().message();
+    EXPECT_EQ(got.find('\n'), std::string::npos) << got;
+    EXPECT_EQ(got.rfind(name + ":", 0), 0u) << got;
+    const fs::path golden = fs::path(file).replace_extension(".err");
+    if (update) {
+      std::ofstream(golden) << got << "\n";
+    } else {
+      EXPECT_EQ(got + "\n", Slurp(golden)) << name;
+    }
+  }
+}
+
+JobRequest FullRequest() {
+  JobRequest r;
+  r.name = "full";
+  r.labels = {{"a", "1"}, {"b", ""}};
+  r.command = {"python3", "-u"};
+  r.args = {"t.py", "", "--x=é"};
+  r.env = {{"Z", "last"}, {"A", ""}};
+  r.working_dir = "/w";
+  r.gpus = 48;
+  r.gpus_per_node = 8;
+  r.queue = "q/sub";
+  r.priority_class = "low";
+  r.priority = -1000000;
+  r.preemptible = false;
+  r.min_gpus = 8;
+  r.restart = {10000, Nanoseconds(1234567891)};
+  r.checkpoint_dir = "c";
+  r.checkpoint_interval = Nanoseconds(int64_t{1} << 62);
+  r.within = "rack";
+  r.partition = "p1";
+  r.data_locality = "p2";
+  r.volumes = {"v", "w=pvc:x"};
+  r.time_limit = Seconds(5);
+  r.launch = LaunchMode::kPerNode;
+  r.image = "img";
+  r.source_kind = "v1 Pod";
+  return r;
+}
+
+TEST(JobSpecTest, JsonRoundTripsEveryField) {
+  const JobRequest r = FullRequest();
+  const json j = JobRequestToJson(r);
+  Result<JobRequest> back = JobRequestFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  ExpectSameJob(*back, r);
+  // Through text, as the store keeps it.
+  Result<JobRequest> text = JobRequestFromJson(json::parse(j.dump()));
+  ASSERT_TRUE(text.ok()) << text.status().message();
+  ExpectSameJob(*text, r);
+  EXPECT_EQ(j["launch"], "per-node");
+  EXPECT_EQ(j["restart"]["backoffNs"], 1234567891);
+}
+
+TEST(JobSpecTest, EveryExampleRoundTrips) {
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(fs::path(kRoot) / "examples/jobs")) {
+    if (e.path().extension() != ".yaml") continue;
+    ++files;
+    const ParsedJob p = ReadExample(e.path().filename().string());
+    Result<JobRequest> back = JobRequestFromJson(JobRequestToJson(p.job));
+    ASSERT_TRUE(back.ok()) << e.path() << ": " << back.status().message();
+    ExpectSameJob(*back, p.job);
+  }
+  EXPECT_GE(files, 4);
+}
+
+TEST(JobSpecTest, FromJsonRejectsBadInput) {
+  const json good = JobRequestToJson(FullRequest());
+  struct Edit {
+    std::function<void(json&)> edit;
+    std::string error;
+  };
+  const std::vector<Edit> edits = {
+      {[](json& j) { j = json::array(); }, "stored job: expected an object"},
+      {[](json& j) { j.erase("name"); }, "stored job: name: missing"},
+      {[](json& j) { j["name"] = 7; }, "stored job: name: expected a string"},
+      {[](json& j) { j["name"] = "Not_A_Label"; }, "stored job: name: expected a DNS-1123"},
+      {[](json& j) { j["gpus"] = "8"; }, "stored job: gpus: expected a whole number from 1"},
+      {[](json& j) { j["gpus"] = 0; }, "stored job: gpus: expected a whole number"},
+      {[](json& j) { j["gpus"] = 18446744073709551615ull; }, "stored job: gpus: expected"},
+      {[](json& j) { j["gpus"] = 1.5; }, "stored job: gpus: expected"},
+      {[](json& j) { j["gpusPerNode"] = 5; }, "stored job: gpusPerNode: does not divide"},
+      {[](json& j) { j["minGpus"] = 49; }, "stored job: minGpus: expected a whole number"},
+      {[](json& j) { j["command"] = json::array(); }, "stored job: command: expected a non-empty"},
+      {[](json& j) { j["args"][1] = nullptr; }, "stored job: args[1]: expected a string"},
+      {[](json& j) {
+         j["env"][0] = {{"name", "A B"}, {"value", ""}};
+       },
+       "stored job: env[0].name: expected a unique"},
+      {[](json& j) { j["env"][0]["extra"] = 1; }, "stored job: env[0].extra: unknown field"},
+      {[](json& j) {
+         j["labels"] = json::array({{{"key", "b"}, {"value", ""}}, {{"key", "a"}, {"value", ""}}});
+       },
+       "stored job: labels[1].key: expected non-empty keys, sorted and unique"},
+      {[](json& j) { j["launch"] = "per-rank"; }, "stored job: launch: expected per-gpu or"},
+      {[](json& j) { j["priorityClass"] = "urgent"; }, "stored job: priorityClass: expected"},
+      {[](json& j) { j["preemptible"] = "yes"; }, "stored job: preemptible: expected true"},
+      {[](json& j) { j["restart"] = 3; }, "stored job: restart: expected an object"},
+      {[](json& j) { j["restart"]["backoffNs"] = -1; }, "stored job: restart.backoffNs"},
+      {[](json& j) { j["timeLimitNs"] = nullptr; }, "stored job: timeLimitNs: expected"},
+      {[](json& j) { j["queue"] = ""; }, "stored job: queue: expected a non-empty string"},
+      {[](json& j) { j["surprise"] = true; }, "stored job: surprise: unknown field"},
+      {[](json& j) { j["volumes"] = json::array({std::string(kMaxStringBytes + 1, 'v')}); },
+       "stored job: volumes[0]: 65537 bytes"},
+  };
+  for (const Edit& e : edits) {
+    json j = good;
+    e.edit(j);
+    Result<JobRequest> r = JobRequestFromJson(j);
+    ASSERT_FALSE(r.ok()) << e.error;
+    EXPECT_EQ(r.status().message().rfind(e.error, 0), 0u)
+        << r.status().message() << "\nwanted: " << e.error;
+  }
+}
+
+TEST(JobSpecTest, LaunchModeNames) {
+  EXPECT_STREQ(LaunchModeName(LaunchMode::kPerGpu), "per-gpu");
+  EXPECT_STREQ(LaunchModeName(LaunchMode::kPerNode), "per-node");
+}
+
+}  // namespace
+}  // namespace unipool::io
