@@ -198,9 +198,9 @@ class Workload {
   // Placement quality of multi-node gangs.
   struct Quality {
     int64_t gangs = 0;
-    double span_tier_sum = 0;     // tiers crossed: span tier + 1
-    double leaves_sum = 0;        // groups used at tier 1
-    int64_t ideal = 0;            // used the fewest leaves possible
+    double span_tier_sum = 0;  // tiers crossed: span tier + 1
+    double leaves_sum = 0;     // groups used at tier 1
+    int64_t ideal = 0;         // used the fewest leaves possible
   };
   const Quality& quality() const { return quality_; }
 
@@ -319,17 +319,21 @@ int RunBenchSched(const BenchOptions& opt) {
   const int32_t parts = static_cast<int32_t>(topo->partitions().size());
   for (int i = 0; i < opt.gang_samples && opt.gang > 0; ++i) {
     say("gang of " + std::to_string(opt.gang) + " GPUs, sample " + std::to_string(i + 1) + "\n");
-    if (std::optional<double> t = w.Gang(opt.gang, parts > 1 ? i % parts : -1)) gang_times.push_back(*t);
+    if (std::optional<double> t = w.Gang(opt.gang, parts > 1 ? i % parts : -1))
+      gang_times.push_back(*t);
   }
-  out["gang"] = {{"gpus", opt.gang},
-                 {"placed", gang_times.size()},
-                 {"p50Ms", Percentile(gang_times, 0.5) * 1e3},
-                 {"maxMs", gang_times.empty() ? 0 : *std::max_element(gang_times.begin(), gang_times.end()) * 1e3}};
+  out["gang"] = {
+      {"gpus", opt.gang},
+      {"placed", gang_times.size()},
+      {"p50Ms", Percentile(gang_times, 0.5) * 1e3},
+      {"maxMs",
+       gang_times.empty() ? 0 : *std::max_element(gang_times.begin(), gang_times.end()) * 1e3}};
   const Workload::Quality& q = w.quality();
-  out["quality"]["topology"] = {{"gangs", q.gangs},
-                                {"meanTiersCrossed", q.span_tier_sum / std::max<int64_t>(1, q.gangs)},
-                                {"meanLeavesPerGang", q.leaves_sum / std::max<int64_t>(1, q.gangs)},
-                                {"fewestLeavesShare", double(q.ideal) / std::max<int64_t>(1, q.gangs)}};
+  out["quality"]["topology"] = {
+      {"gangs", q.gangs},
+      {"meanTiersCrossed", q.span_tier_sum / std::max<int64_t>(1, q.gangs)},
+      {"meanLeavesPerGang", q.leaves_sum / std::max<int64_t>(1, q.gangs)},
+      {"fewestLeavesShare", double(q.ideal) / std::max<int64_t>(1, q.gangs)}};
   out["peakRssBytes"] = PeakRssBytes();
 
   // 3. The same workload with first-fit placement.
@@ -339,10 +343,11 @@ int RunBenchSched(const BenchOptions& opt) {
     base.Fill();
     base.Churn(opt.first_fit_decisions, nullptr);
     const Workload::Quality& b = base.quality();
-    out["quality"]["firstFit"] = {{"gangs", b.gangs},
-                                  {"meanTiersCrossed", b.span_tier_sum / std::max<int64_t>(1, b.gangs)},
-                                  {"meanLeavesPerGang", b.leaves_sum / std::max<int64_t>(1, b.gangs)},
-                                  {"fewestLeavesShare", double(b.ideal) / std::max<int64_t>(1, b.gangs)}};
+    out["quality"]["firstFit"] = {
+        {"gangs", b.gangs},
+        {"meanTiersCrossed", b.span_tier_sum / std::max<int64_t>(1, b.gangs)},
+        {"meanLeavesPerGang", b.leaves_sum / std::max<int64_t>(1, b.gangs)},
+        {"fewestLeavesShare", double(b.ideal) / std::max<int64_t>(1, b.gangs)}};
     out["fragmentation"]["firstFit"] = Fragmentation(base.scheduler());
     say("done\n");
   }
@@ -398,6 +403,7 @@ int RunBenchSched(const BenchOptions& opt) {
 void AddBenchCommand(CLI::App& app, int& exit_code) {
   CLI::App* bench = app.add_subcommand("bench", "Reproducible benchmarks of unipool's own parts");
   bench->require_subcommand(1);
+  AddBenchApiCommand(*bench, exit_code);
   auto opt = std::make_shared<BenchOptions>();
   CLI::App* cmd = bench->add_subcommand(
       "sched", "Scheduler speed and placement quality at ~90% occupancy of a large cluster");
@@ -405,10 +411,12 @@ void AddBenchCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--occupancy", opt->occupancy, "target share of GPUs in use")
       ->check(CLI::Range(0.01, 0.99))
       ->capture_default_str();
-  cmd->add_option("--decisions", opt->decisions, "churn cycles to time (one end + one arrival each)")
+  cmd->add_option("--decisions", opt->decisions,
+                  "churn cycles to time (one end + one arrival each)")
       ->check(CLI::Range(int64_t{1}, int64_t{100000000}))
       ->capture_default_str();
-  cmd->add_option("--mix", opt->mix, "job sizes and weights, GPUS:WEIGHT,...")->capture_default_str();
+  cmd->add_option("--mix", opt->mix, "job sizes and weights, GPUS:WEIGHT,...")
+      ->capture_default_str();
   cmd->add_option("--seed", opt->seed, "random seed")->capture_default_str();
   cmd->add_option("--gang", opt->gang, "GPUs of the large gang to time (0: skip)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 24))

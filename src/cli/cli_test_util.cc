@@ -2,10 +2,9 @@
 // nor is it part of the unipool binary: see src/CMakeLists.txt).
 #include "cli/cli_test_util.h"
 
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdio>

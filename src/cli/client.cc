@@ -73,6 +73,7 @@ Result<Json> Client::Call(const std::string& method, const std::string& path,
   httplib::Client http(config_.server);
   if (!config_.ca_cert.empty()) http.set_ca_cert_path(config_.ca_cert.c_str());
   http.set_connection_timeout(5, 0);
+  http.set_tcp_nodelay(true);
   http.set_read_timeout(timeout_s, 0);
   httplib::Headers headers;
   if (!config_.token.empty()) headers.emplace("Authorization", "Bearer " + config_.token);

@@ -348,8 +348,7 @@ int DescribeJob(const Client& client, const DescribeFlags& f) {
   Field("Started", Str(j, "started"));
   Field("Finished", Str(j, "finished"));
   Field("Checkpoint", Str(j, "lastCheckpoint"));
-  Field("Restarts",
-        Str(j, "restarts") + " (max " + Str(spec["restart"], "maxRestarts") + ")");
+  Field("Restarts", Str(j, "restarts") + " (max " + Str(spec["restart"], "maxRestarts") + ")");
   Field("Preemptions", Str(j, "preemptions"));
   Field("Lost work", Str(j, "lostGpuSeconds") + " GPU-seconds");
   Field("Why", Str(j, "explain"));

@@ -147,6 +147,10 @@ void AddServerCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--min-runtime", f->min_runtime,
                   "a job runs at least this long before it may be preempted")
       ->capture_default_str();
+  cmd->add_option("--queue-depth", f->opt.max_attempts_per_cycle,
+                  "placement attempts per scheduling pass (deeper jobs wait for later passes)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->capture_default_str();
   cmd->add_flag("--assume-nodes-up", f->opt.assume_nodes_up,
                 "treat every node as up without an agent (try the API without agents)");
   cmd->add_option("--log-level", f->log_level, "debug, info, warn or error")->capture_default_str();

@@ -83,11 +83,13 @@ class ProgressBar {
   explicit ProgressBar(bool on) : on_(on && isatty(2)), start_(std::chrono::steady_clock::now()) {}
   void Show(const std::string& label, double done) {
     if (!on_) return;
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     const int width = 30, filled = static_cast<int>(done * width);
     const double eta = done > 0.01 ? elapsed * (1 - done) / done : 0;
-    std::fprintf(stderr, "\r%-16s [%s%s] %3d%%  ETA %4.0fs ", label.c_str(), std::string(filled, '#').c_str(),
-                 std::string(width - filled, '.').c_str(), static_cast<int>(done * 100), eta);
+    std::fprintf(stderr, "\r%-16s [%s%s] %3d%%  ETA %4.0fs ", label.c_str(),
+                 std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(),
+                 static_cast<int>(done * 100), eta);
     if (done >= 1) std::fprintf(stderr, "\n");
   }
   void Restart() { start_ = std::chrono::steady_clock::now(); }
@@ -148,8 +150,8 @@ int RunSim(const SimOptions& opt) {
     jobs = trace->jobs;
     Status mapped = MapQueues(*trace, file.trace.default_queue, file.config, jobs);
     if (!mapped.ok()) return Fail(mapped.message());
-    header.workload = "trace " + file.trace_path.substr(file.trace_path.find_last_of('/') + 1) + " (" +
-                      io::Thousands(static_cast<int64_t>(jobs.size())) + " GPU jobs of " +
+    header.workload = "trace " + file.trace_path.substr(file.trace_path.find_last_of('/') + 1) +
+                      " (" + io::Thousands(static_cast<int64_t>(jobs.size())) + " GPU jobs of " +
                       io::Thousands(trace->rows) + " rows, " +
                       io::Thousands(static_cast<int64_t>(trace->gpu_hours)) + " GPU-hours)";
   } else if (!file.jobs.empty()) {
@@ -181,11 +183,13 @@ int RunSim(const SimOptions& opt) {
     hooks.progress = [&bar, &policy](double done) { bar.Show(policy.name, done); };
     bar.Restart();
     Rng rng(file.seed ^ 0x5eed5eedULL);  // failures: the same for every policy
-    Result<sim::SimOutput> out = sim::Simulator(*file.topology, file.config, policy, hooks).Run(jobs, rng);
+    Result<sim::SimOutput> out =
+        sim::Simulator(*file.topology, file.config, policy, hooks).Run(jobs, rng);
     if (!out.ok()) return Fail(out.status().message());
     outputs.push_back(std::move(out).value());
   }
-  for (const sim::SimOutput& o : outputs) runs.push_back(io::SimRun{sim::Summarize(o, file.config), &o});
+  for (const sim::SimOutput& o : outputs)
+    runs.push_back(io::SimRun{sim::Summarize(o, file.config), &o});
 
   if (!opt.report.empty()) {
     Status st = WriteFile(opt.report, io::SimHtml(header, runs));

@@ -3,8 +3,8 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "cli/cli_test_util.h"
 
@@ -19,8 +19,8 @@ const std::string kPhilly = std::string(UNIPOOL_SOURCE_DIR) + "/../shared/traces
 // The whole Philly trace replays on its cluster with every job accounted for.
 TEST(SimCommandTest, PhillyReplayAccountsForEveryJob) {
   if (!std::filesystem::exists(kPhilly)) GTEST_SKIP() << "no shared Philly trace";
-  testing::RunResult r = RunUnipool({"sim", "--cluster", "examples/clusters/philly.yaml",
-                                     "--trace", kPhilly, "-o", "json", "--no-progress"});
+  testing::RunResult r = RunUnipool({"sim", "--cluster", "examples/clusters/philly.yaml", "--trace",
+                                     kPhilly, "-o", "json", "--no-progress"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json j = json::parse(r.out);
   const json& p = j["policies"][0];
@@ -33,9 +33,10 @@ TEST(SimCommandTest, PhillyReplayAccountsForEveryJob) {
 
 TEST(SimCommandTest, SameSeedGivesByteIdenticalOutput) {
   for (const char* format : {"json", "text"}) {
-    const std::vector<std::string> args{"sim", "examples/sims/llama3.yaml", "--horizon", "10d",
-                                        "--policies", "young-daly,fixed-1h", "-o", format,
-                                        "--no-progress"};
+    const std::vector<std::string> args{
+        "sim",          "examples/sims/llama3.yaml", "--horizon", "10d",
+        "--policies",   "young-daly,fixed-1h",       "-o",        format,
+        "--no-progress"};
     testing::RunResult a = RunUnipool(args), b = RunUnipool(args);
     ASSERT_EQ(a.exit_code, 0) << a.err;
     EXPECT_EQ(a.out, b.out) << format;
@@ -45,8 +46,8 @@ TEST(SimCommandTest, SameSeedGivesByteIdenticalOutput) {
   const json p = json::parse(j.out)["policies"];
   EXPECT_GT(p[0]["ettr"].get<double>(), p[1]["ettr"].get<double>());
   EXPECT_FALSE(p[0]["scheduler"].contains("cycleP99Us"));
-  testing::RunResult t = RunUnipool({"sim", "examples/sims/llama3.yaml", "--horizon", "1d",
-                                     "--timing", "-o", "json"});
+  testing::RunResult t =
+      RunUnipool({"sim", "examples/sims/llama3.yaml", "--horizon", "1d", "--timing", "-o", "json"});
   EXPECT_TRUE(json::parse(t.out)["policies"][0]["scheduler"].contains("cycleP99Us"));
 }
 

@@ -30,7 +30,8 @@ int RunTopo(const TopoOptions& opt) {
 void AddTopoCommand(CLI::App& app, int& exit_code) {
   auto opt = std::make_shared<TopoOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "topo", "Validate a cluster file and summarize it: tiers, bisection bandwidth, FLOP/s, power");
+      "topo",
+      "Validate a cluster file and summarize it: tiers, bisection bandwidth, FLOP/s, power");
   cmd->add_option("FILE", opt->file, "cluster file (YAML, kind: Cluster)")->required();
   cmd->add_option("-o,--output", opt->output, "output format")
       ->check(CLI::IsMember({"text", "json"}))

@@ -1,6 +1,9 @@
 #include "server/api.h"
 
+#include <arpa/inet.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <chrono>
@@ -214,6 +217,7 @@ Status ApiServer::Init() {
   const int threads = options_.threads;
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http_->set_payload_max_length(kMaxBody);
+  http_->set_tcp_nodelay(true);  // small JSON replies: no Nagle/delayed-ACK stalls
   http_->set_keep_alive_max_count(100000);
   http_->set_read_timeout(30, 0);
   http_->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
@@ -341,16 +345,34 @@ Status ApiServer::Authenticate(const httplib::Request& req, Principal* who) {
   return Unauthenticated("unknown token");
 }
 
+// cpp-httplib 0.11 listens with a backlog of 5: a burst of new connections
+// (agents reconnecting, a load test) overflows it and waits for SYN
+// retransmits (1 s). Calling listen() again on the bound socket raises it.
+static void RaiseListenBacklog(int port) {
+  for (int fd = 0; fd < 4096; ++fd) {
+    sockaddr_storage addr{};
+    socklen_t len = sizeof addr;
+    int listening = 0;
+    socklen_t olen = sizeof listening;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) continue;
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &olen) != 0 || !listening) continue;
+    const int p = addr.ss_family == AF_INET ? ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port)
+                  : addr.ss_family == AF_INET6
+                      ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
+                      : -1;
+    if (p == port) listen(fd, 4096);
+  }
+}
+
 Result<int> ApiServer::Bind(const std::string& host, int port) {
   if (port == 0) {
-    const int p = http_->bind_to_any_port(host);
-    if (p < 0) return Unavailable("cannot bind " + host);
-    return p;
-  }
-  if (!http_->bind_to_port(host, port)) {
+    port = http_->bind_to_any_port(host);
+    if (port < 0) return Unavailable("cannot bind " + host);
+  } else if (!http_->bind_to_port(host, port)) {
     return Unavailable("cannot bind " + host + ":" + std::to_string(port) +
                        " (in use, or not an address of this machine)");
   }
+  RaiseListenBacklog(port);
   return port;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 
 #include "server/records.h"
 
@@ -38,6 +39,23 @@ std::optional<JobState> ParseJobState(const std::string& s) {
   return std::nullopt;
 }
 
+// Parses stored job records on every core: most of a restart's time.
+static std::vector<std::optional<Result<JobRecord>>> ParseJobs(
+    const std::vector<store::KeyValue>& kvs) {
+  std::vector<std::optional<Result<JobRecord>>> out(kvs.size());
+  const size_t threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 16);
+  std::vector<std::thread> pool;
+  for (size_t t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      for (size_t i = t; i < kvs.size(); i += threads) {
+        out[i] = JobFromJson(Json::parse(kvs[i].value, nullptr, false));
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  return out;
+}
+
 // ---- Open and recover ------------------------------------------------------
 
 ControlPlane::ControlPlane(const Topology& topo, store::Store& store, ControlOptions options,
@@ -57,6 +75,7 @@ ControlPlane::ControlPlane(const Topology& topo, store::Store& store, ControlOpt
     r.gpus = static_cast<int32_t>(topo.node_gpus(n).value());
     r.gpu_model = topo.node_model(n).name;
     r.partition = topo.partitions().empty() ? "" : topo.partitions()[topo.node_partition(n)];
+    r.state = NodeState::kUp;  // as the scheduler starts; Recover sets the real state
   }
 }
 
@@ -116,16 +135,20 @@ Status ControlPlane::Recover() {
 
   const Time now = Now();
   int64_t restored = 0;
-  for (const store::KeyValue& kv : store_.Range("/jobs/")) {
-    Json j = Json::parse(kv.value, nullptr, false);
-    Result<JobRecord> rec = JobFromJson(j);
-    if (!rec.ok()) return Internal("store: " + kv.key + ": " + rec.status().message());
-    JobRecord& job = jobs_.emplace(rec->id, std::move(rec).value()).first->second;
+  const std::vector<store::KeyValue> kvs = store_.Range("/jobs/");
+  std::vector<std::optional<Result<JobRecord>>> parsed = ParseJobs(kvs);
+  for (size_t i = 0; i < kvs.size(); ++i) {
+    Result<JobRecord>& rec = *parsed[i];
+    if (!rec.ok()) return Internal("store: " + kvs[i].key + ": " + rec.status().message());
+    JobRecord& job = jobs_.emplace_hint(jobs_.end(), rec->id, std::move(rec).value())->second;
     next_id_ = std::max(next_id_, job.id + 1);
     if (Terminal(job.state)) continue;
     active_.insert(job.id);
     Status st = RecoverJob(job);
-    if (st.ok() && job.state != JobState::kPending) ++restored;
+    if (st.ok() && job.state != JobState::kPending) {
+      ++restored;
+      if (job.request.time_limit.value() > 0) timed_.insert(job.id);
+    }
     if (!st.ok()) {
       // The cluster file or queues changed under it: it can never run.
       Txn txn;
@@ -143,7 +166,8 @@ Status ControlPlane::Recover() {
     n.last_heartbeat = now;
     SetSchedNodeState(n, now);
   }
-  (void)sched_.Schedule(now);  // requeues of jobs on nodes that stayed down come next pass
+  // Jobs restored on nodes that are down now are requeued: the first
+  // Reconcile records those decisions.
   log_.Info("control", "recovered",
             {{"jobs", static_cast<int64_t>(jobs_.size())},
              {"active", static_cast<int64_t>(active_.size())},
@@ -677,14 +701,18 @@ void ControlPlane::ExpireLeases(Time now, Txn& txn) {
   }
 }
 
+// Looks only at jobs started with a time limit (`timed_`), dropping those
+// that stopped running since.
 void ControlPlane::EnforceTimeLimits(Time now, Txn& txn) {
   std::vector<int64_t> over;
-  for (int64_t id : active_) {
-    const JobRecord& j = jobs_.at(id);
-    if (j.state == JobState::kRunning && j.request.time_limit.value() > 0 &&
-        now - j.started > j.request.time_limit) {
-      over.push_back(id);
+  for (auto it = timed_.begin(); it != timed_.end();) {
+    const JobRecord& j = jobs_.at(*it);
+    if (j.state != JobState::kRunning) {
+      it = timed_.erase(it);
+      continue;
     }
+    if (now - j.started > j.request.time_limit) over.push_back(j.id);
+    ++it;
   }
   for (int64_t id : over) {
     (void)Finish(jobs_.at(id), JobState::kFailed, "TimeLimit", "ran past its time limit", txn);
@@ -713,6 +741,7 @@ void ControlPlane::ApplyDecision(const sched::Decision& d, Time now, Txn& txn) {
             job.started = now;
             job.last_checkpoint = now;
             ++job.generation;
+            if (job.request.time_limit.value() > 0) timed_.insert(job.id);
             Write(job, "Started", DescribePlacement(topo_, x.placement), txn);
           } else if constexpr (std::is_same_v<T, sched::ResizeJob>) {
             job.tasks = ToTasks(x.placement);

@@ -217,6 +217,7 @@ class ControlPlane {
   sched::Scheduler sched_;
   std::map<int64_t, JobRecord> jobs_;
   std::set<int64_t> active_;  // not terminal
+  std::set<int64_t> timed_;   // running (or recently) with a time limit
   std::vector<NodeRecord> nodes_;
   std::map<std::string, std::string> node_tokens_;  // token hash -> node
   int64_t next_id_ = 1;

@@ -1,5 +1,7 @@
 #include "server/server.h"
 
+#include <chrono>
+
 #include "io/cluster_reader.h"
 
 namespace unipool::server {
@@ -10,6 +12,11 @@ Result<std::unique_ptr<Server>> Server::Open(const ServerOptions& options, Logge
   if (!topo.ok()) return topo.status();
   s->topo_ = std::make_unique<Topology>(std::move(topo).value());
 
+  const auto t0 = std::chrono::steady_clock::now();
+  auto ms_since = [](auto t) {
+    return static_cast<int64_t>(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count());
+  };
   if (options.memory_store) {
     s->store_ = store::NewMemoryStore();
   } else {
@@ -18,16 +25,20 @@ Result<std::unique_ptr<Server>> Server::Open(const ServerOptions& options, Logge
     s->store_ = std::move(st).value();
   }
 
+  log.Info("store", "opened", {{"ms", ms_since(t0)}, {"revision", s->store_->revision()}});
+  const auto t1 = std::chrono::steady_clock::now();
   ControlPlane::DeclareMetrics(s->metrics_);
   ApiServer::DeclareMetrics(s->metrics_);
   ControlOptions copt;
   copt.node_lease = options.node_lease;
   copt.assume_nodes_up = options.assume_nodes_up;
   copt.sched.min_runtime = options.min_runtime;
+  copt.sched.max_attempts_per_cycle = options.max_attempts_per_cycle;
   Result<std::unique_ptr<ControlPlane>> cp =
       ControlPlane::Open(*s->topo_, *s->store_, copt, s->metrics_, log);
   if (!cp.ok()) return cp.status();
   s->control_ = std::move(cp).value();
+  log.Info("control", "state rebuilt", {{"ms", ms_since(t1)}});
 
   ApiOptions aopt;
   aopt.tokens_path = options.tokens_path;
@@ -65,8 +76,10 @@ void Server::ReconcileLoop() {
       return;
     }
     control_->WaitForWork(cycle);
-    // Let a burst of submissions gather into one cycle.
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    // Let a burst of submissions gather into one pass: under a steady
+    // stream a pass runs at most every 50 ms, so passes (which hold the
+    // state) leave most of the time to the API.
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 }
 

@@ -25,6 +25,10 @@ struct ServerOptions {
   Duration node_lease = Seconds(30);
   Duration min_runtime = Seconds(300);  // before a job may be preempted
   Duration cycle = Milliseconds(200);   // reconcile at least this often
+  // Placement attempts per reconcile pass (like Slurm's default_queue_depth):
+  // bounds how long a pass holds the state with a deep queue; the rest of
+  // the queue waits for the next pass.
+  int64_t max_attempts_per_cycle = 1000;
   int threads = 64;
 };
 

@@ -1,0 +1,264 @@
+// `unipool bench api`: a load generator for a running server, from a second
+// process on loopback. Three phases, with `--heartbeat-nodes` nodes
+// heartbeating every `--heartbeat-every` throughout (as their agents would):
+//   1. submit `--submits` jobs from `--concurrency` connections: the
+//      sustained rate of durably acknowledged submissions and latencies;
+//   2. GET one job `--gets` times from `--get-concurrency` connections:
+//      read latencies while the heartbeats and the scheduler run.
+// Heartbeats use the given token, so it must be an admin's.
+#include <httplib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "cli/client.h"
+#include "cli/commands.h"
+#include "io/yaml_fields.h"
+
+namespace unipool::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct ApiBenchFlags {
+  ClientConfig config;
+  int submits = 20000;
+  int concurrency = 32;
+  int gets = 20000;
+  int get_concurrency = 4;
+  int heartbeat_nodes = 10000;
+  std::string heartbeat_every = "5s";
+  int gpus = 8;
+  std::string queue = "default";
+  std::string output = "text";
+};
+
+struct Latencies {
+  std::mutex mu;
+  std::vector<double> ms;
+  int64_t errors = 0;
+  std::string first_error;
+  void Add(double v) {
+    std::lock_guard lock(mu);
+    ms.push_back(v);
+  }
+  void Error(const std::string& e) {
+    std::lock_guard lock(mu);
+    if (errors++ == 0) first_error = e;
+  }
+  nlohmann::json Summary(double seconds) {
+    std::sort(ms.begin(), ms.end());
+    auto q = [&](double p) {
+      return ms.empty() ? 0.0 : ms[std::min(ms.size() - 1, size_t(p * ms.size()))];
+    };
+    return {{"count", ms.size()},
+            {"errors", errors},
+            {"perSecond", ms.size() / seconds},
+            {"p50Ms", q(0.50)},
+            {"p90Ms", q(0.90)},
+            {"p99Ms", q(0.99)},
+            {"maxMs", ms.empty() ? 0.0 : ms.back()},
+            {"seconds", seconds}};
+  }
+};
+
+std::unique_ptr<httplib::Client> Connect(const ClientConfig& c) {
+  auto http = std::make_unique<httplib::Client>(c.server);
+  http->set_keep_alive(true);
+  http->set_tcp_nodelay(true);
+  http->set_connection_timeout(5, 0);
+  http->set_read_timeout(60, 0);
+  if (!c.ca_cert.empty()) http->set_ca_cert_path(c.ca_cert.c_str());
+  http->set_default_headers({{"Authorization", "Bearer " + c.token}});
+  return http;
+}
+
+// Runs `total` calls of `call(client, i)` over `threads` connections.
+template <class Fn>
+double RunLoad(const ClientConfig& c, int total, int threads, Latencies& lat, Fn call) {
+  std::atomic<int> next{0};
+  const auto t0 = Clock::now();
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&] {
+      auto http = Connect(c);
+      for (int i = next++; i < total; i = next++) {
+        const auto s = Clock::now();
+        std::string err = call(*http, i);
+        if (err.empty()) {
+          lat.Add(std::chrono::duration<double, std::milli>(Clock::now() - s).count());
+        } else {
+          lat.Error(err);
+        }
+      }
+    });
+  }
+  for (auto& t : pool) t.join();
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+std::string Check(const httplib::Result& r, int want) {
+  if (!r) return "no connection: " + httplib::to_string(r.error());
+  if (r->status != want) return "HTTP " + std::to_string(r->status) + ": " + r->body.substr(0, 200);
+  return "";
+}
+
+// Sends one heartbeat per node per period, spread evenly, until `stop`.
+class Heartbeats {
+ public:
+  Heartbeats(const ClientConfig& c, std::vector<std::string> nodes, Duration every)
+      : nodes_(std::move(nodes)), every_(every) {
+    const int threads = std::max<int>(1, std::min<int>(8, nodes_.size() / 500 + 1));
+    for (int t = 0; t < threads; ++t)
+      pool_.emplace_back([this, &c, t, threads] { Run(c, t, threads); });
+  }
+  ~Heartbeats() { Stop(); }
+  void Stop() {
+    stop_ = true;
+    for (auto& t : pool_)
+      if (t.joinable()) t.join();
+  }
+  int64_t sent() const { return sent_; }
+  int64_t failed() const { return failed_; }
+
+ private:
+  void Run(const ClientConfig& c, int t, int threads) {
+    auto http = Connect(c);
+    const auto period = std::chrono::nanoseconds(every_.value());
+    auto next = Clock::now();
+    const auto gap = period / std::max<size_t>(1, (nodes_.size() + threads - 1) / threads);
+    while (!stop_) {
+      for (size_t i = t; i < nodes_.size() && !stop_; i += threads) {
+        next += gap;
+        std::this_thread::sleep_until(next);
+        auto r = http->Post("/v1/nodes/" + nodes_[i] + "/heartbeat", "{\"health\":\"ok\"}",
+                            "application/json");
+        (r && r->status == 200 ? sent_ : failed_)++;
+      }
+    }
+  }
+  std::vector<std::string> nodes_;
+  Duration every_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int64_t> sent_{0}, failed_{0};
+  std::vector<std::thread> pool_;
+};
+
+int RunApiBench(ApiBenchFlags& f) {
+  if (Status st = ResolveClientConfig(&f.config); !st.ok()) {
+    std::cerr << "error: " << st.message() << "\n";
+    return kExitBadInput;
+  }
+  Duration every;
+  if (!io::ParseDuration(f.heartbeat_every, &every) || every.value() <= 0) {
+    std::cerr << "error: --heartbeat-every: expected a duration like 5s\n";
+    return kExitBadInput;
+  }
+  Client client(f.config);
+  Result<Json> nodes = client.Call("GET", "/v1/nodes");
+  if (!nodes.ok()) {
+    std::cerr << "error: " << nodes.status().message() << "\n";
+    return ExitCodeFor(nodes.status());
+  }
+  std::vector<std::string> names;
+  for (const Json& n : (*nodes)["items"]) {
+    if (static_cast<int>(names.size()) < f.heartbeat_nodes) names.push_back(n["name"]);
+  }
+  if (static_cast<int>(names.size()) < f.heartbeat_nodes) {
+    std::cerr << "warning: the cluster has " << names.size() << " nodes; heartbeating all\n";
+  }
+  Heartbeats beats(f.config, names, every);
+  std::this_thread::sleep_for(std::chrono::nanoseconds(every.value()));  // every node once
+
+  Latencies submit_lat;
+  const std::string spec =
+      "apiVersion: unipool/v1\nkind: Job\nmetadata: {name: bench}\n"
+      "spec: {command: [sleep, '3600'], gpus: " +
+      std::to_string(f.gpus) + ", queue: " + f.queue + "}\n";
+  int64_t first_id = 0;
+  std::mutex id_mu;
+  const double submit_s =
+      RunLoad(f.config, f.submits, f.concurrency, submit_lat, [&](httplib::Client& http, int) {
+        auto r = http.Post("/v1/jobs", spec, "application/yaml");
+        std::string err = Check(r, 201);
+        if (err.empty() && first_id == 0) {
+          std::lock_guard lock(id_mu);
+          if (first_id == 0) first_id = Json::parse(r->body)["id"].get<int64_t>();
+        }
+        return err;
+      });
+
+  Latencies get_lat;
+  const std::string path = "/v1/jobs/" + std::to_string(first_id);
+  const double get_s =
+      RunLoad(f.config, f.gets, f.get_concurrency, get_lat,
+              [&](httplib::Client& http, int) { return Check(http.Get(path), 200); });
+  beats.Stop();
+
+  Json out{{"server", f.config.server},
+           {"submit", submit_lat.Summary(submit_s)},
+           {"get", get_lat.Summary(get_s)},
+           {"heartbeats",
+            {{"nodes", names.size()},
+             {"every", f.heartbeat_every},
+             {"sent", beats.sent()},
+             {"failed", beats.failed()}}}};
+  if (!submit_lat.first_error.empty()) out["submit"]["firstError"] = submit_lat.first_error;
+  if (!get_lat.first_error.empty()) out["get"]["firstError"] = get_lat.first_error;
+  if (f.output == "json") {
+    std::cout << out.dump(2) << "\n";
+  } else {
+    auto line = [](const char* what, const Json& s) {
+      std::printf(
+          "%-8s %7lld ok %5lld errors  %8.0f/s  p50 %6.2f ms  p90 %6.2f ms  p99 %6.2f ms  max "
+          "%7.2f ms\n",
+          what, static_cast<long long>(s["count"].get<int64_t>()),
+          static_cast<long long>(s["errors"].get<int64_t>()), s["perSecond"].get<double>(),
+          s["p50Ms"].get<double>(), s["p90Ms"].get<double>(), s["p99Ms"].get<double>(),
+          s["maxMs"].get<double>());
+    };
+    line("submit", out["submit"]);
+    line("get", out["get"]);
+    std::printf("heartbeats: %zu nodes every %s, %lld sent, %lld failed\n", names.size(),
+                f.heartbeat_every.c_str(), static_cast<long long>(beats.sent()),
+                static_cast<long long>(beats.failed()));
+    if (!submit_lat.first_error.empty())
+      std::cout << "first submit error: " << submit_lat.first_error << "\n";
+    if (!get_lat.first_error.empty())
+      std::cout << "first get error: " << get_lat.first_error << "\n";
+  }
+  return submit_lat.errors + get_lat.errors > 0 ? kExitFailed : kExitOk;
+}
+
+}  // namespace
+
+void AddBenchApiCommand(CLI::App& bench, int& exit_code) {
+  auto f = std::make_shared<ApiBenchFlags>();
+  CLI::App* cmd = bench.add_subcommand(
+      "api", "Load a running server: sustained submissions, then GET latency, with heartbeats");
+  cmd->add_option("--server", f->config.server, "server URL (else $UNIPOOL_SERVER)");
+  cmd->add_option("--token", f->config.token, "an admin token (else $UNIPOOL_TOKEN)");
+  cmd->add_option("--submits", f->submits, "jobs to submit")->capture_default_str();
+  cmd->add_option("--concurrency", f->concurrency, "connections submitting")->capture_default_str();
+  cmd->add_option("--gets", f->gets, "GETs of one job")->capture_default_str();
+  cmd->add_option("--get-concurrency", f->get_concurrency, "connections reading")
+      ->capture_default_str();
+  cmd->add_option("--heartbeat-nodes", f->heartbeat_nodes, "nodes that heartbeat")
+      ->capture_default_str();
+  cmd->add_option("--heartbeat-every", f->heartbeat_every, "each node's heartbeat period")
+      ->capture_default_str();
+  cmd->add_option("--gpus", f->gpus, "GPUs per submitted job")->capture_default_str();
+  cmd->add_option("--queue", f->queue, "queue of the submitted jobs")->capture_default_str();
+  cmd->add_option("-o,--output", f->output, "text or json")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  cmd->callback([f, &exit_code] { exit_code = RunApiBench(*f); });
+}
+
+}  // namespace unipool::cli
