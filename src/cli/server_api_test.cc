@@ -65,6 +65,10 @@ class ServerApiTest : public ::testing::Test {
                       "spec: {command: [sleep, '1'], gpus: 8, queue: team-b}\n",
                       "application/yaml");
     ASSERT_EQ(r.status, 201) << r.body;
+    for (int i = 0; i < 100; ++i) {  // both start within a few scheduling passes
+      if (server_->Call("GET", "/v1/jobs/2", "admin").json()["state"] == "Running") break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
   }
   static void TearDownTestSuite() { delete server_; }
   static TestServer* server_;

@@ -16,8 +16,6 @@ namespace {
 const char* kStateNames[] = {"Pending",   "Running", "Preempting",
                              "Succeeded", "Failed",  "Cancelled"};
 
-std::string Describe(const Status& st) { return st.ToString(); }
-
 Time SystemClock() {
   return Time(std::chrono::duration_cast<std::chrono::nanoseconds>(
                   std::chrono::system_clock::now().time_since_epoch())
@@ -425,6 +423,10 @@ Result<JobRecord> ControlPlane::Cancel(int64_t id, const Scope& scope) {
 
 Status ControlPlane::Report(int64_t id, int64_t generation, const std::string& kind,
                             const std::string& why) {
+  if (kind != "succeeded" && kind != "failed" && kind != "stopped" && kind != "checkpoint") {
+    return InvalidArgument("kind: expected succeeded, failed, stopped or checkpoint, got '" +
+                           kind + "'");
+  }
   int64_t rev = 0;
   {
     std::lock_guard lock(mu_);

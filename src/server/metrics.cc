@@ -33,8 +33,12 @@ std::string Escape(const std::string& s, bool quote) {
 
 // Inserts le="bound" as the last label of `labels` (rendered).
 std::string WithLe(const std::string& labels, const std::string& le) {
-  if (labels.empty()) return "{le=\"" + le + "\"}";
-  return labels.substr(0, labels.size() - 1) + ",le=\"" + le + "\"}";
+  std::string out = labels.empty() ? "{" : labels;
+  if (!labels.empty()) out.back() = ',';  // "{a=\"1\"}" -> "{a=\"1\","
+  out += "le=\"";
+  out += le;
+  out += "\"}";
+  return out;
 }
 
 const char* TypeName(Metrics::Type t) {
