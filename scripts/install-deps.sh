@@ -9,6 +9,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libyaml-cpp-dev
   libcpp-httplib-dev libsqlite3-dev libssl-dev
   prometheus wrk
+  python3 python3-torch
 )
 
 missing=()

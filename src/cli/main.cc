@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   AddPlanCommand(app, exit_code);
   AddServerCommand(app, exit_code);
   AddClientCommands(app, exit_code);
+  AddAgentCommands(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <initializer_list>
+#include <sstream>
 
 #include "io/job_spec.h"
 #include "io/yaml_fields.h"
@@ -252,6 +253,7 @@ Status ApiServer::Init() {
   Route("GET", "/v1/jobs/([^/]+)/events", "/v1/jobs/{id}/events", &ApiServer::JobEvents);
   Route("GET", "/v1/jobs/([^/]+)/explain", "/v1/jobs/{id}/explain", &ApiServer::ExplainJob);
   Route("POST", "/v1/jobs/([^/]+)/report", "/v1/jobs/{id}/report", &ApiServer::ReportJob);
+  Route("GET", "/v1/jobs/([^/]+)/logs", "/v1/jobs/{id}/logs", &ApiServer::JobLogs);
   Route("GET", "/v1/nodes", "/v1/nodes", &ApiServer::ListNodes);
   Route("GET", "/v1/nodes/([^/]+)", "/v1/nodes/{name}", &ApiServer::GetNode);
   Route("POST", "/v1/nodes/([^/]+)/(cordon|drain|uncordon)", "/v1/nodes/{name}/{action}",
@@ -518,8 +520,15 @@ void ApiServer::ReportJob(Call& c) {
   int64_t id = 0;
   Json body;
   if (!c.Allow({Role::kAdmin, Role::kAgent}) || !c.Query({}) || !c.JobId(&id) ||
-      !c.Body({"generation", "kind", "message"}, &body)) {
+      !c.Body({"generation", "kind", "message", "data"}, &body)) {
     return;
+  }
+  std::string data;
+  if (body.contains("data")) {
+    if (!body["data"].is_object() || body["data"].size() > 64) {
+      return (void)c.Bad("body.data: expected a JSON object of at most 64 fields");
+    }
+    data = body["data"].dump();
   }
   if (!body.contains("generation") || !body["generation"].is_number_integer()) {
     c.Bad("body.generation: expected the job's run number (an integer)");
@@ -537,7 +546,8 @@ void ApiServer::ReportJob(Call& c) {
       return;
     }
   }
-  Status st = control_.Report(id, body["generation"].get<int64_t>(), kind, message);
+  Status st = control_.Report(id, body["generation"].get<int64_t>(), kind, message, data,
+                              c.who.role == Role::kAgent ? c.who.node : "");
   if (!st.ok()) return c.Fail(st);
   c.Reply(200, Json{{"ok", true}});
 }
@@ -587,7 +597,19 @@ void ApiServer::NodeAction(Call& c) {
 }
 
 void ApiServer::JoinNode(Call& c) {
-  if (!c.Allow({Role::kAdmin, Role::kJoin}) || !c.Query({})) return;
+  Json body;
+  if (!c.Allow({Role::kAdmin, Role::kJoin}) || !c.Query({}) || !c.Body({"gpus"}, &body, false)) {
+    return;
+  }
+  if (body.contains("gpus")) {
+    Result<NodeRecord> n = control_.Node(c.Path(1));
+    if (!n.ok()) return c.Fail(NotFound("node '" + c.Path(1) + "' is not in the cluster file"));
+    if (!body["gpus"].is_number_integer() || body["gpus"].get<int64_t>() != n->gpus) {
+      return (void)c.Bad("body.gpus: the agent has " + body["gpus"].dump() +
+                         " GPUs; the cluster file gives node " + c.Path(1) + " " +
+                         std::to_string(n->gpus));
+    }
+  }
   Result<std::string> token = NewToken();
   if (!token.ok()) return c.Fail(token.status());
   Status st = control_.Register(c.Path(1), Sha256Hex(*token));
@@ -599,22 +621,149 @@ void ApiServer::JoinNode(Call& c) {
 void ApiServer::Heartbeat(Call& c) {
   Json body;
   if (!c.Allow({Role::kAgent, Role::kAdmin}) || !c.Query({}) || !c.OwnNode(c.Path(1)) ||
-      !c.Body({"health"}, &body, false)) {
+      !c.Body({"health", "address", "agentUrl", "agentSecret"}, &body, false)) {
     return;
   }
-  std::string health = "ok";
-  if (!c.String(body, "health", 1024, &health)) return;
-  Status st = control_.Heartbeat(c.Path(1), health);
+  ControlPlane::HeartbeatInfo info;
+  if (!c.String(body, "health", 1024, &info.health) ||
+      !c.String(body, "address", 255, &info.address) ||
+      !c.String(body, "agentUrl", 255, &info.agent_url) ||
+      !c.String(body, "agentSecret", 255, &info.agent_secret)) {
+    return;
+  }
+  if (info.health.empty()) return (void)c.Bad("body.health: empty; send ok or what is wrong");
+  Status st = control_.Heartbeat(c.Path(1), info);
   if (!st.ok()) return c.Fail(st);
   c.Reply(200, Json{{"ok", true}});
 }
 
+// The rendezvous of a run: MASTER_PORT is chosen per job and run from
+// 20000-39999, so a restarted run does not meet its predecessor's sockets.
+static int MasterPort(int64_t job, int64_t generation) {
+  return 20000 + static_cast<int>((job * 131 + generation * 17) % 20000);
+}
+
+// What an agent needs to run its part of a job: the spec, every task in
+// rank order with its node's address, and the rendezvous.
+Json ApiServer::AssignmentJson(const JobRecord& j) {
+  Json tasks = Json::array();
+  int64_t rank = 0;
+  std::string master;
+  for (size_t k = 0; k < j.tasks.size(); ++k) {
+    const TaskView& t = j.tasks[k];
+    Result<NodeRecord> n = control_.Node(t.node);
+    const std::string address = n.ok() && !n->address.empty() ? n->address : t.node;
+    if (k == 0) master = address;
+    tasks.push_back({{"node", t.node},
+                     {"address", address},
+                     {"gpus", t.gpus},
+                     {"nodeRank", k},
+                     {"firstRank", rank}});
+    rank += static_cast<int64_t>(t.gpus.size());
+  }
+  Json out = JobToJson(j);
+  out["tasks"] = tasks;
+  out["world"] = {{"masterAddr", master},
+                  {"masterPort", MasterPort(j.id, j.generation)},
+                  {"worldSize", rank},
+                  {"nnodes", j.tasks.size()}};
+  out["graceSeconds"] = control_.GraceSeconds(j.request.queue);
+  return out;
+}
+
+// Long poll when `revision` is given: answers once a job of this node, or
+// one of the `jobs` the agent runs, changes after it (or at the timeout).
 void ApiServer::Assignments(Call& c) {
-  if (!c.Allow({Role::kAgent, Role::kAdmin}) || !c.Query({}) || !c.OwnNode(c.Path(1))) return;
-  if (!control_.Node(c.Path(1)).ok()) return c.Fail(NotFound("node '" + c.Path(1) + "' not found"));
+  if (!c.Allow({Role::kAgent, Role::kAdmin}) || !c.Query({"revision", "timeoutSeconds", "jobs"}) ||
+      !c.OwnNode(c.Path(1))) {
+    return;
+  }
+  const std::string node = c.Path(1);
+  if (!control_.Node(node).ok()) return c.Fail(NotFound("node '" + node + "' not found"));
+  int64_t since = 0, timeout = 0;
+  if (!c.Int("revision", 0, int64_t{1} << 62, 0, &since) ||
+      !c.Int("timeoutSeconds", 0, kMaxWatchSeconds, 30, &timeout)) {
+    return;
+  }
+  std::set<int64_t> known;
+  std::stringstream ids(c.req.get_param_value("jobs"));
+  for (std::string id; std::getline(ids, id, ',');) {
+    int64_t v = 0;
+    if (!ParseId(id, &v)) return (void)c.Bad("jobs: expected job ids separated by commas");
+    known.insert(v);
+  }
+  int64_t rev = control_.store().revision();
+  if (since > 0) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout);
+    bool mine = false;
+    while (!mine && !stopping_) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) break;
+      Result<std::vector<store::Event>> events = control_.store().Watch("/jobs/", since, left);
+      if (!events.ok()) break;  // compacted: answer the current state
+      if (events->empty()) break;
+      for (const store::Event& e : *events) {
+        since = std::max(since, e.kv.mod_revision);
+        const Json obj = Json::parse(e.kv.value, nullptr, false);
+        if (!obj.is_object()) continue;
+        mine = mine || known.contains(obj.value("id", int64_t{0}));
+        for (const Json& t : obj.value("tasks", Json::array())) {
+          mine = mine || t.value("node", "") == node;
+        }
+      }
+    }
+    rev = std::max(since, rev);
+  }
   Json items = Json::array();
-  for (const JobRecord& j : control_.Assignments(c.Path(1))) items.push_back(JobToJson(j));
-  c.Reply(200, Json{{"items", items}, {"revision", control_.store().revision()}});
+  for (const JobRecord& j : control_.Assignments(node)) items.push_back(AssignmentJson(j));
+  c.Reply(200, Json{{"items", items}, {"revision", rev}});
+}
+
+// Logs live on the agents: the server finds the node of the rank and asks
+// its agent (with the secret the agent gave in its heartbeats).
+void ApiServer::JobLogs(Call& c) {
+  int64_t id = 0, rank = 0, offset = 0, limit = 0;
+  if (!c.Allow({Role::kAdmin, Role::kReadOnly, Role::kTenant}) ||
+      !c.Query({"rank", "offset", "limitBytes"}) || !c.JobId(&id) ||
+      !c.Int("rank", 0, int64_t{1} << 24, 0, &rank) ||
+      !c.Int("offset", 0, int64_t{1} << 50, 0, &offset) ||
+      !c.Int("limitBytes", 1, 16 << 20, 1 << 20, &limit)) {
+    return;
+  }
+  Result<JobRecord> job = control_.Get(id, c.scope);
+  if (!job.ok()) return c.Fail(job.status());
+  std::string node;
+  int64_t first = 0;
+  for (const TaskView& t : job->tasks) {
+    const int64_t n = static_cast<int64_t>(t.gpus.size());
+    if (rank >= first && rank < first + n) node = t.node;
+    first += n;
+  }
+  if (node.empty()) {
+    return c.Fail(NotFound("job " + std::to_string(id) + " has no rank " + std::to_string(rank) +
+                           (job->tasks.empty() ? " (it has not run yet)" : "")));
+  }
+  Result<NodeRecord> n = control_.Node(node);
+  if (!n.ok() || n->agent_url.empty()) {
+    return c.Fail(Unavailable("node " + node + " has no agent to read logs from"));
+  }
+  httplib::Client agent(n->agent_url);
+  agent.set_connection_timeout(2, 0);
+  agent.set_read_timeout(10, 0);
+  httplib::Headers h = {{"Authorization", "Bearer " + n->agent_secret}};
+  auto r = agent.Get("/logs/" + std::to_string(id) + "/" + std::to_string(rank) + "?generation=" +
+                         std::to_string(job->generation) + "&offset=" + std::to_string(offset) +
+                         "&limitBytes=" + std::to_string(limit),
+                     h);
+  if (!r) return c.Fail(Unavailable("the agent of node " + node + " did not answer"));
+  if (r->status != 200) {
+    return c.Fail(Status(r->status == 404 ? StatusCode::kNotFound : StatusCode::kUnavailable,
+                         "agent of node " + node + ": " + r->body.substr(0, 200)));
+  }
+  c.res.set_header("X-Unipool-Offset", r->get_header_value("X-Unipool-Offset"));
+  c.res.set_header("X-Unipool-Node", node);
+  c.res.set_content(r->body, "text/plain; charset=utf-8");
 }
 
 // ---- Queues ----------------------------------------------------------------

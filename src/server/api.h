@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "server/auth.h"
@@ -33,6 +34,8 @@ struct ApiOptions {
   std::string tls_key;
   int threads = 64;  // long-poll watches hold a thread each
 };
+
+using Json = nlohmann::json;
 
 class ApiServer {
  public:
@@ -72,6 +75,8 @@ class ApiServer {
   void JoinNode(Call& c);
   void Heartbeat(Call& c);
   void Assignments(Call& c);
+  void JobLogs(Call& c);
+  Json AssignmentJson(const JobRecord& j);
   void ListQueues(Call& c);
   void GetQueue(Call& c);
   void PutQueue(Call& c);

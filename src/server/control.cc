@@ -122,6 +122,8 @@ Status ControlPlane::Recover() {
     r.admin = j.value("admin", "");
     r.why = j.value("why", "");
     r.registered = j.value("registered", false);
+    r.address = j.value("address", "");
+    r.agent_url = j.value("agentUrl", "");
   }
   for (const store::KeyValue& kv : store_.Range("/agents/")) {
     Json j = Json::parse(kv.value, nullptr, false);
@@ -180,6 +182,10 @@ Status ControlPlane::Recover() {
 Status ControlPlane::RecoverJob(JobRecord& job) {
   Result<sched::JobSpec> spec = ToSchedSpec(job.id, job.request);
   if (!spec.ok()) return spec.status();
+  if (job.state == JobState::kPending && job.retry_at.value() > 0) {
+    backoff_.insert(job.id);  // queued again when its backoff ends
+    return Status::Ok();
+  }
   if (job.state != JobState::kPending) {
     Status st = sched_.Restore(*spec, ToPlacement(job.tasks), job.submitted, job.started,
                                job.last_checkpoint, job.restarts);
@@ -388,7 +394,6 @@ Status ControlPlane::Finish(JobRecord& job, JobState state, const std::string& t
   }
   job.state = state;
   job.finished = Now();
-  job.tasks.clear();
   active_.erase(job.id);
   Write(job, type, message, txn);
   metrics_.Add("unipool_jobs_finished_total",
@@ -422,10 +427,12 @@ Result<JobRecord> ControlPlane::Cancel(int64_t id, const Scope& scope) {
 }
 
 Status ControlPlane::Report(int64_t id, int64_t generation, const std::string& kind,
-                            const std::string& why) {
-  if (kind != "succeeded" && kind != "failed" && kind != "stopped" && kind != "checkpoint") {
-    return InvalidArgument("kind: expected succeeded, failed, stopped or checkpoint, got '" +
-                           kind + "'");
+                            const std::string& why, const std::string& data,
+                            const std::string& node) {
+  if (kind != "succeeded" && kind != "failed" && kind != "stopped" && kind != "checkpoint" &&
+      kind != "progress") {
+    return InvalidArgument(
+        "kind: expected succeeded, failed, stopped, checkpoint or progress, got '" + kind + "'");
   }
   int64_t rev = 0;
   {
@@ -440,6 +447,10 @@ Status ControlPlane::Report(int64_t id, int64_t generation, const std::string& k
     }
     const Time now = Now();
     Txn txn;
+    if (kind == "progress") {
+      job.progress = data;  // memory only: the next write of the record keeps it
+      return Status::Ok();
+    }
     if (kind == "succeeded") {
       UNIPOOL_RETURN_IF_ERROR(Finish(job, JobState::kSucceeded, "Succeeded", "succeeded", txn));
     } else if (kind == "failed" && job.restarts >= job.request.restart.max_restarts) {
@@ -447,12 +458,30 @@ Status ControlPlane::Report(int64_t id, int64_t generation, const std::string& k
           Finish(job, JobState::kFailed, "Failed",
                  "failed after " + std::to_string(job.restarts) + " restarts: " + why, txn));
     } else if (kind == "failed") {
-      UNIPOOL_RETURN_IF_ERROR(sched_.TaskFailed(JobId(id), now));
-      // The RequeueJob decision of the next pass records it.
-      job.message = "task failed: " + why;
+      // Out of the scheduler until the backoff ends, then queued again with
+      // its first submit time (it keeps its place).
+      UNIPOOL_RETURN_IF_ERROR(sched_.Finish(JobId(id), now));
+      ++job.restarts;
+      const Duration backoff =
+          Duration(job.request.restart.backoff.value() << std::min(job.restarts - 1, 10));
+      job.state = JobState::kPending;
+      job.retry_at = now + backoff;
+      backoff_.insert(id);
+      Write(job, "Failed",
+            why + "; restart " + std::to_string(job.restarts) + " of " +
+                std::to_string(job.request.restart.max_restarts) + " in " +
+                std::to_string(backoff.value() / 1000000000) + "s from its checkpoint",
+            txn);
     } else if (kind == "stopped") {
       if (job.state != JobState::kPreempting) {
         return FailedPrecondition("job " + std::to_string(id) + " was not asked to stop");
+      }
+      if (!node.empty()) {
+        job.stopped_nodes.insert(node);
+        const bool all = std::all_of(job.tasks.begin(), job.tasks.end(), [&](const TaskView& t) {
+          return job.stopped_nodes.contains(t.node);
+        });
+        if (!all) return Status::Ok();  // the others are still stopping
       }
       UNIPOOL_RETURN_IF_ERROR(sched_.Stopped(JobId(id), now));
       job.state = JobState::kPending;
@@ -539,24 +568,38 @@ Result<NodeRecord> ControlPlane::SetNodeAdmin(const std::string& name, const std
   return copy;
 }
 
-Status ControlPlane::Heartbeat(const std::string& name, const std::string& health) {
+Status ControlPlane::Heartbeat(const std::string& name, const HeartbeatInfo& info) {
   int64_t rev = 0;
   {
     std::lock_guard lock(mu_);
     auto id = topo_.FindNode(name);
     if (!id) return NotFound("node '" + name + "' not found");
     NodeRecord& n = nodes_[id->value()];
-    n.last_heartbeat = Now();
-    n.health = health;
-    if (n.alive) return Status::Ok();  // the common case: memory only
+    const Time now = Now();
+    n.last_heartbeat = now;
+    n.agent_secret = info.agent_secret;
+    const bool sick = info.health != "ok" && n.admin.empty();
+    const bool changed = !n.alive || sick || n.health != info.health || n.address != info.address ||
+                         n.agent_url != info.agent_url;
+    n.health = info.health;
+    if (!changed) return Status::Ok();  // the common case: memory only
+    n.address = info.address;
+    n.agent_url = info.agent_url;
+    if (sick) {
+      n.admin = "drained";
+      n.why = "health check: " + info.health;
+      metrics_.Add("unipool_node_failures_total", {{"partition", n.partition}});
+      log_.Warn("control", "node drained by its health check",
+                {{"node", name}, {"health", info.health}});
+    }
+    if (!n.alive) log_.Info("control", "node up", {{"node", name}});
     n.alive = true;
-    SetSchedNodeState(n, Now());
+    SetSchedNodeState(n, now);
     Txn txn;
     WriteNode(n, txn);
     Result<int64_t> r = ApplyLocked(txn);
     if (!r.ok()) return r.status();
     rev = *r;
-    log_.Info("control", "node up", {{"node", name}});
   }
   work_.notify_one();
   return store_.Sync(rev);
@@ -668,6 +711,12 @@ Result<QueueRecord> ControlPlane::SetQueue(const sched::QueueSpec& spec) {
   return copy;
 }
 
+int64_t ControlPlane::GraceSeconds(const std::string& queue) const {
+  std::lock_guard lock(mu_);
+  auto q = sched_.queues().Find(queue);
+  return q ? sched_.queues().spec(*q).grace.value() / 1000000000 : 120;
+}
+
 // ---- Reconcile -------------------------------------------------------------
 
 Summary ControlPlane::GetSummary() const {
@@ -721,6 +770,32 @@ void ControlPlane::EnforceTimeLimits(Time now, Txn& txn) {
   }
 }
 
+void ControlPlane::RetryAfterBackoff(Time now, Txn& txn) {
+  for (auto it = backoff_.begin(); it != backoff_.end();) {
+    JobRecord& job = jobs_.at(*it);
+    if (job.state != JobState::kPending || job.retry_at.value() == 0) {
+      it = backoff_.erase(it);
+      continue;
+    }
+    if (job.retry_at > now) {
+      ++it;
+      continue;
+    }
+    job.retry_at = Time(0);
+    Result<sched::JobSpec> spec = ToSchedSpec(job.id, job.request);
+    Status st = spec.ok() ? sched_.Submit(*spec, job.submitted) : spec.status();
+    if (!st.ok()) {
+      (void)Finish(job, JobState::kFailed, "Failed", "cannot restart: " + st.message(), txn);
+    } else {
+      Write(job, "Requeued",
+            "backoff over; queued to restart from its checkpoint of " +
+                FormatTime(job.last_checkpoint),
+            txn);
+    }
+    it = backoff_.erase(it);
+  }
+}
+
 void ControlPlane::ApplyDecision(const sched::Decision& d, Time now, Txn& txn) {
   std::visit(
       [&](const auto& x) {
@@ -739,6 +814,7 @@ void ControlPlane::ApplyDecision(const sched::Decision& d, Time now, Txn& txn) {
           JobRecord& job = it->second;
           if constexpr (std::is_same_v<T, sched::StartJob>) {
             job.state = JobState::kRunning;
+            job.stopped_nodes.clear();
             job.tasks = ToTasks(x.placement);
             job.started = now;
             job.last_checkpoint = now;
@@ -754,6 +830,7 @@ void ControlPlane::ApplyDecision(const sched::Decision& d, Time now, Txn& txn) {
                   txn);
           } else if constexpr (std::is_same_v<T, sched::PreemptJob>) {
             job.state = JobState::kPreempting;
+            job.preempt_deadline = x.deadline;
             ++job.preemptions;
             job.lost_gpu_seconds += x.lost_gpu_seconds;
             metrics_.Add("unipool_preemptions_total", {{"queue", job.request.queue}});
@@ -797,6 +874,7 @@ Status ControlPlane::Reconcile() {
     Txn txn;
     ExpireLeases(now, txn);
     EnforceTimeLimits(now, txn);
+    RetryAfterBackoff(now, txn);
     const std::vector<sched::Decision> out = sched_.Schedule(now);
     decisions = out.size();
     for (const sched::Decision& d : out) ApplyDecision(d, now, txn);
@@ -869,6 +947,26 @@ void ControlPlane::UpdateGauges() {
     metrics_.Set("unipool_queue_limit_gpus", l, static_cast<double>(q.spec.limit.value()));
   }
   metrics_.Set("unipool_store_revision", {}, static_cast<double>(s.revision));
+  // The framework layer: what running jobs report of themselves.
+  static const std::pair<const char*, const char*> kProgress[] = {
+      {"step", "unipool_job_step"},
+      {"loss", "unipool_job_loss"},
+      {"throughput", "unipool_job_throughput"},
+      {"gradNorm", "unipool_job_grad_norm"}};
+  for (int64_t id : active_) {
+    const JobRecord& j = jobs_.at(id);
+    if (j.state != JobState::kRunning) continue;
+    const Labels l = {
+        {"job", std::to_string(id)}, {"name", j.request.name}, {"queue", j.request.queue}};
+    metrics_.Set("unipool_job_restarts", l, j.restarts);
+    if (j.progress.empty()) continue;
+    const Json p = Json::parse(j.progress, nullptr, false);
+    for (const auto& [field, metric] : kProgress) {
+      if (p.is_object() && p.contains(field) && p[field].is_number()) {
+        metrics_.Set(metric, l, p[field].get<double>());
+      }
+    }
+  }
 }
 
 void ControlPlane::DeclareMetrics(Metrics& m) {
@@ -884,6 +982,12 @@ void ControlPlane::DeclareMetrics(Metrics& m) {
   m.Declare("unipool_queue_guarantee_gpus", T::kGauge, "The queue's guaranteed GPUs (0: none).");
   m.Declare("unipool_queue_limit_gpus", T::kGauge, "The queue's GPU limit (0: none).");
   m.Declare("unipool_store_revision", T::kGauge, "The store's current revision.");
+  m.Declare("unipool_job_step", T::kGauge, "A running job's last reported training step.");
+  m.Declare("unipool_job_loss", T::kGauge, "A running job's last reported loss.");
+  m.Declare("unipool_job_throughput", T::kGauge,
+            "A running job's last reported throughput (its unit, e.g. samples/s).");
+  m.Declare("unipool_job_grad_norm", T::kGauge, "A running job's last reported gradient norm.");
+  m.Declare("unipool_job_restarts", T::kGauge, "A running job's restarts after failures.");
   m.Declare("unipool_jobs_submitted_total", T::kCounter, "Jobs submitted.");
   m.Declare("unipool_jobs_finished_total", T::kCounter, "Jobs ended, by final state.");
   m.Declare("unipool_preemptions_total", T::kCounter, "Jobs preempted.");

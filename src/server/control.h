@@ -58,9 +58,13 @@ struct JobRecord {
   int32_t preemptions = 0;
   int64_t generation = 0;  // incremented at each start: one run of the job
   int64_t lost_gpu_seconds = 0;
-  std::vector<TaskView> tasks;  // while running or preempting
-  std::string message;          // the last change, in words
-  int64_t events = 0;           // events written
+  std::vector<TaskView> tasks;          // of the current or last run (kept when it ends, for logs)
+  std::string message;                  // the last change, in words
+  int64_t events = 0;                   // events written
+  Time preempt_deadline;                // while preempting: stop by then
+  Time retry_at;                        // pending after a failure: restarts at (backoff)
+  std::string progress;                 // the job's last progress report (JSON object text)
+  std::set<std::string> stopped_nodes;  // preempting: nodes whose processes are gone
 };
 
 struct JobEvent {
@@ -80,6 +84,9 @@ struct NodeRecord {
   bool alive = false;       // heartbeats within the lease
   Time last_heartbeat;
   std::string health = "unknown";
+  std::string address;       // where other nodes reach it (MASTER_ADDR), from its agent
+  std::string agent_url;     // the agent's own HTTP endpoint (logs)
+  std::string agent_secret;  // presented to the agent when the server calls it; memory only
   NodeState state = NodeState::kDown;  // what the scheduler uses
 };
 
@@ -144,7 +151,12 @@ class ControlPlane {
   // ---- Reports from agents ------------------------------------------------
   // kind: succeeded | failed | stopped | checkpoint. `generation` must be
   // the job's current run (stale reports are refused: kFailedPrecondition).
-  Status Report(int64_t id, int64_t generation, const std::string& kind, const std::string& why);
+  // kind: succeeded | failed | stopped | checkpoint | progress. `data`: a
+  // progress report's metrics (a JSON object's text) or "".
+  // `node`: the reporting agent's node ("" for an admin). A preempted job
+  // is stopped once every node of it reported "stopped" (or an admin did).
+  Status Report(int64_t id, int64_t generation, const std::string& kind, const std::string& why,
+                const std::string& data = "", const std::string& node = "");
 
   // ---- Nodes --------------------------------------------------------------
   std::vector<NodeRecord> Nodes() const;
@@ -152,7 +164,16 @@ class ControlPlane {
   // action: cordon | drain | uncordon.
   Result<NodeRecord> SetNodeAdmin(const std::string& name, const std::string& action,
                                   const std::string& why);
-  Status Heartbeat(const std::string& name, const std::string& health);
+  // An agent's heartbeat: renews the node's lease. A health other than
+  // "ok" drains the node (like Slurm's HealthCheckProgram); `address` and
+  // `agent_url` say where the node and its agent are reached.
+  struct HeartbeatInfo {
+    std::string health = "ok";
+    std::string address;
+    std::string agent_url;
+    std::string agent_secret;
+  };
+  Status Heartbeat(const std::string& name, const HeartbeatInfo& info);
   // An agent joined as `name`: records the hash of its token.
   Status Register(const std::string& name, const std::string& token_hash);
   // The node whose agent token hashes to `token_hash`, if any.
@@ -166,6 +187,9 @@ class ControlPlane {
   std::vector<QueueRecord> Queues(const Scope& scope) const;
   // Creates or updates. Errors: bad values, unknown parent, a changed parent.
   Result<QueueRecord> SetQueue(const sched::QueueSpec& spec);
+
+  // The checkpoint grace of `queue`'s preempted jobs, in seconds.
+  int64_t GraceSeconds(const std::string& queue) const;
 
   // ---- Cluster ------------------------------------------------------------
   Summary GetSummary() const;
@@ -200,6 +224,7 @@ class ControlPlane {
   void EnforceTimeLimits(Time now, store::Txn& txn);
   void SyncPreempted(store::Txn& txn);
   void SetSchedNodeState(NodeRecord& n, Time now);
+  void RetryAfterBackoff(Time now, store::Txn& txn);
   std::vector<TaskView> ToTasks(const sched::Placement& p) const;
   sched::Placement ToPlacement(const std::vector<TaskView>& tasks) const;
   Scope JobScope(const JobRecord& job) const;
@@ -216,8 +241,9 @@ class ControlPlane {
   bool dirty_ = true;
   sched::Scheduler sched_;
   std::map<int64_t, JobRecord> jobs_;
-  std::set<int64_t> active_;  // not terminal
-  std::set<int64_t> timed_;   // running (or recently) with a time limit
+  std::set<int64_t> active_;   // not terminal
+  std::set<int64_t> timed_;    // running (or recently) with a time limit
+  std::set<int64_t> backoff_;  // failed, waiting to restart (JobRecord::retry_at)
   std::vector<NodeRecord> nodes_;
   std::map<std::string, std::string> node_tokens_;  // token hash -> node
   int64_t next_id_ = 1;

@@ -70,6 +70,10 @@ Json JobToJson(const JobRecord& job) {
               {"started", TimeJson(job.started)},
               {"finished", TimeJson(job.finished)},
               {"lastCheckpoint", TimeJson(job.last_checkpoint)},
+              {"preemptDeadline", TimeJson(job.preempt_deadline)},
+              {"retryAt", TimeJson(job.retry_at)},
+              {"progress",
+               job.progress.empty() ? Json(nullptr) : Json::parse(job.progress, nullptr, false)},
               {"restarts", job.restarts},
               {"preemptions", job.preemptions},
               {"generation", job.generation},
@@ -94,6 +98,7 @@ Result<JobRecord> JobFromJson(const Json& j) {
     job.generation = j.at("generation").get<int64_t>();
     job.lost_gpu_seconds = j.at("lostGpuSeconds").get<int64_t>();
     job.events = j.at("events").get<int64_t>();
+    if (j.contains("progress") && j["progress"].is_object()) job.progress = j["progress"].dump();
     for (const Json& t : j.at("tasks")) {
       job.tasks.push_back(
           TaskView{t.at("node").get<std::string>(), t.at("gpus").get<std::vector<int>>()});
@@ -141,6 +146,8 @@ Json NodeToJson(const NodeRecord& n) {
               {"registered", n.registered},
               {"alive", n.alive},
               {"health", n.health},
+              {"address", n.address},
+              {"agentUrl", n.agent_url},
               {"lastHeartbeat", TimeJson(n.last_heartbeat)}};
 }
 

@@ -1,0 +1,551 @@
+#include "agent/agent.h"
+
+#include <httplib.h>
+#include <openssl/rand.h>
+#include <signal.h>
+#include <sys/statvfs.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+namespace unipool::agent {
+namespace fs = std::filesystem;
+
+namespace {
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string RandomHex(size_t bytes) {
+  std::vector<unsigned char> b(bytes);
+  RAND_bytes(b.data(), static_cast<int>(b.size()));
+  std::string out;
+  for (unsigned char c : b) {
+    static const char* d = "0123456789abcdef";
+    out += d[c >> 4];
+    out += d[c & 15];
+  }
+  return out;
+}
+
+// Runs a shell command; returns its exit status and (the start of) its output.
+std::pair<int, std::string> Shell(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return {-1, "cannot run " + cmd};
+  char buf[512];
+  while (out.size() < 4096 && std::fgets(buf, sizeof buf, p)) out += buf;
+  const int status = pclose(p);
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+}  // namespace
+
+int DiscoverGpus() {
+  auto [code, out] = Shell("nvidia-smi --query-gpu=index --format=csv,noheader");
+  if (code != 0) return -1;
+  int n = 0;
+  for (char c : out) n += c == '\n';
+  return out.empty() ? 0 : n + 1;
+}
+
+// One job run on this node.
+struct Agent::LocalRun {
+  int64_t generation = 0;
+  bool preempted = false;  // stopping because the server asked (report "stopped")
+  bool rank0 = false;      // this node runs global rank 0
+  int grace_s = 30;
+  std::string dir;
+  ProcessGroup run;
+  std::vector<std::pair<std::string, int64_t>> reports;  // report file, bytes read
+  std::string report0;                                   // global rank 0's report file
+  Json progress;
+  int64_t progress_sent_ms = 0;
+  int64_t last_checkpoint_step = -1;
+  std::vector<pid_t> pgids;  // registered with the fence
+};
+
+Agent::Agent(AgentOptions options, server::Logger& log) : options_(std::move(options)), log_(log) {
+  if (options_.checkpoint_root.empty())
+    options_.checkpoint_root = options_.work_dir + "/checkpoints";
+}
+
+Agent::~Agent() {
+  Stop();
+  for (std::thread* t :
+       {&http_thread_, &heartbeat_thread_, &watch_thread_, &health_thread_, &fence_thread_}) {
+    if (t->joinable()) t->join();
+  }
+}
+
+static std::unique_ptr<httplib::Client> ClientFor(const AgentOptions& o, const std::string& token,
+                                                  int read_timeout_s) {
+  auto c = std::make_unique<httplib::Client>(o.server);
+  c->set_connection_timeout(1, 0);
+  c->set_read_timeout(read_timeout_s, 0);
+  c->set_tcp_nodelay(true);
+  if (!o.ca_cert.empty()) c->set_ca_cert_path(o.ca_cert.c_str());
+  c->set_default_headers({{"Authorization", "Bearer " + token}});
+  return c;
+}
+
+// ---- Start: join and the log endpoint ---------------------------------------
+
+Status Agent::Start() {
+  if (options_.gpus < 0) {
+    options_.gpus = DiscoverGpus();
+    if (options_.gpus < 0) {
+      return InvalidArgument(
+          "--gpus auto: nvidia-smi is missing or failed; give --gpus N "
+          "(virtual GPUs) on a machine without NVIDIA GPUs");
+    }
+  }
+  std::error_code ec;
+  fs::create_directories(options_.work_dir, ec);
+  if (ec) return InvalidArgument("--work-dir " + options_.work_dir + ": " + ec.message());
+  auto c = ClientFor(options_, options_.join_token, 10);
+  auto r = c->Post("/v1/nodes/" + options_.node + "/join", Json{{"gpus", options_.gpus}}.dump(),
+                   "application/json");
+  if (!r) return Unavailable("cannot reach the server at " + options_.server);
+  const Json body = Json::parse(r->body, nullptr, false);
+  if (r->status != 200) {
+    std::string msg = "HTTP " + std::to_string(r->status);
+    if (body.is_object() && body.contains("error")) msg = body["error"].value("message", msg);
+    return Status(r->status == 401 || r->status == 403 ? StatusCode::kPermissionDenied
+                                                       : StatusCode::kInvalidArgument,
+                  "join refused: " + msg);
+  }
+  token_ = body.value("token", "");
+  secret_ = RandomHex(24);
+
+  http_ = std::make_unique<httplib::Server>();
+  ServeLogs();
+  const int port = http_->bind_to_any_port(options_.address);
+  if (port < 0) return Unavailable("cannot listen on " + options_.address);
+  agent_url_ = "http://" + options_.address + ":" + std::to_string(port);
+  http_thread_ = std::thread([this] { http_->listen_after_bind(); });
+  last_ok_ms_ = NowMs();
+  log_.Info("agent", "joined",
+            {{"node", options_.node}, {"gpus", int64_t{options_.gpus}}, {"url", agent_url_}});
+  return Status::Ok();
+}
+
+// GET /logs/JOB/RANK?generation=G&offset=N&limitBytes=L (bearer: the secret).
+void Agent::ServeLogs() {
+  http_->Get("/logs/([0-9]+)/([0-9]+)", [this](const httplib::Request& req,
+                                               httplib::Response& res) {
+    if (req.get_header_value("Authorization") != "Bearer " + secret_) {
+      res.status = 401;
+      res.set_content("unauthorized", "text/plain");
+      return;
+    }
+    const std::string dir = options_.work_dir + "/jobs/" + std::string(req.matches[1]) + "/run-" +
+                            req.get_param_value("generation");
+    const int rank = std::stoi(req.matches[2]);
+    // The log of the process that runs `rank`: rank-R.log, else the
+    // per-node process's log with the highest first rank below it.
+    std::string path;
+    int best = -1;
+    for (int r = rank; r >= 0 && path.empty(); --r) {
+      if (fs::exists(dir + "/rank-" + std::to_string(r) + ".log")) {
+        path = dir + "/rank-" + std::to_string(r) + ".log";
+        best = r;
+      }
+    }
+    if (path.empty()) {
+      res.status = 404;
+      res.set_content("no log for rank " + std::to_string(rank) + " here", "text/plain");
+      return;
+    }
+    (void)best;
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
+    const int64_t size = in.tellg();
+    int64_t offset = req.has_param("offset") ? std::stoll(req.get_param_value("offset")) : 0;
+    const int64_t limit =
+        req.has_param("limitBytes") ? std::stoll(req.get_param_value("limitBytes")) : 1 << 20;
+    offset = std::clamp<int64_t>(offset, 0, size);
+    std::string text(static_cast<size_t>(std::min(size - offset, limit)), '\0');
+    in.seekg(offset);
+    in.read(text.data(), static_cast<std::streamsize>(text.size()));
+    res.set_header("X-Unipool-Offset", std::to_string(offset + static_cast<int64_t>(text.size())));
+    res.set_content(text, "text/plain; charset=utf-8");
+  });
+}
+
+// ---- Loops ---------------------------------------------------------------------
+
+std::string Agent::Health() {
+  std::lock_guard lock(mu_);
+  return health_;
+}
+
+void Agent::HealthLoop() {
+  while (!stop_) {
+    std::string health = "ok";
+    struct statvfs st;
+    if (statvfs(options_.work_dir.c_str(), &st) == 0) {
+      const int64_t free_mb = static_cast<int64_t>(st.f_bavail) * st.f_frsize / (1 << 20);
+      if (free_mb < options_.min_free_disk_mb) {
+        health = "disk: " + std::to_string(free_mb) + " MiB free in " + options_.work_dir;
+      }
+    }
+    if (health == "ok" && !options_.health_check.empty()) {
+      auto [code, out] = Shell(options_.health_check);
+      if (code != 0)
+        health = "health check failed: " +
+                 (out.empty() ? "exit " + std::to_string(code) : out.substr(0, 200));
+    }
+    {
+      std::lock_guard lock(mu_);
+      health_ = health;
+    }
+    for (int64_t end = NowMs() + options_.health_interval.value() / 1000000;
+         NowMs() < end && !stop_;) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+}
+
+void Agent::HeartbeatLoop() {
+  auto c = ClientFor(options_, token_, 5);
+  const int64_t period = options_.heartbeat.value() / 1000000;
+  while (!stop_) {
+    const int64_t t0 = NowMs();
+    auto r = c->Post("/v1/nodes/" + options_.node + "/heartbeat",
+                     Json{{"health", Health()},
+                          {"address", options_.address},
+                          {"agentUrl", agent_url_},
+                          {"agentSecret", secret_}}
+                         .dump(),
+                     "application/json");
+    if (r && r->status == 200) {
+      last_ok_ms_ = NowMs();
+    } else {
+      log_.Warn(
+          "agent", "heartbeat failed",
+          {{"node", options_.node},
+           {"error", r ? "HTTP " + std::to_string(r->status) : httplib::to_string(r.error())}});
+    }
+    while (!stop_ && NowMs() < t0 + period)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+// Long-polls this node's assignments and hands each answer to Run().
+void Agent::WatchLoop() {
+  auto c = ClientFor(options_, token_, 40);
+  int64_t revision = 0;
+  while (!stop_) {
+    std::string jobs;
+    {
+      std::lock_guard lock(mu_);
+      for (int64_t id : known_jobs_) jobs += (jobs.empty() ? "" : ",") + std::to_string(id);
+    }
+    std::string path = "/v1/nodes/" + options_.node + "/assignments?timeoutSeconds=10";
+    if (revision > 0) path += "&revision=" + std::to_string(revision);
+    if (!jobs.empty()) path += "&jobs=" + jobs;
+    auto r = c->Get(path);
+    if (!r || r->status != 200) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      continue;
+    }
+    Json body = Json::parse(r->body, nullptr, false);
+    if (!body.is_object()) continue;
+    revision = body.value("revision", revision);
+    {
+      std::lock_guard lock(mu_);
+      assignments_ = std::move(body);
+      fresh_ = true;
+    }
+    changed_.notify_all();
+  }
+}
+
+// Fencing on a thread of its own, so that nothing else the agent waits for
+// (a report, a slow disk) can delay it: silent for 2/3 of the lease, the
+// server may give our work away, so every process group dies now.
+void Agent::FenceLoop() {
+  const int64_t fence_ms = options_.lease.value() / 1000000 * 2 / 3;
+  while (!stop_) {
+    const bool cut_off = NowMs() - last_ok_ms_ > fence_ms;
+    if (cut_off && !fenced_) {
+      std::lock_guard lock(pids_mu_);
+      log_.Warn("agent", "lost the server for 2/3 of the lease: killing every task (fencing)",
+                {{"node", options_.node}, {"groups", static_cast<int64_t>(pgids_.size())}});
+      for (pid_t pg : pgids_) kill(-pg, SIGKILL);
+    }
+    fenced_ = cut_off;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+void Agent::Run() {
+  heartbeat_thread_ = std::thread([this] { HeartbeatLoop(); });
+  watch_thread_ = std::thread([this] { WatchLoop(); });
+  health_thread_ = std::thread([this] { HealthLoop(); });
+  fence_thread_ = std::thread([this] { FenceLoop(); });
+  Json current;
+  while (!stop_) {
+    {
+      std::unique_lock lock(mu_);
+      changed_.wait_for(lock, std::chrono::milliseconds(100),
+                        [&] { return fresh_ || stop_.load(); });
+      if (fresh_) {
+        current = assignments_;
+        fresh_ = false;
+      }
+    }
+    if (!fenced_ && current.is_object()) Reconcile(current);
+    for (auto it = runs_.begin(); it != runs_.end();) {
+      LocalRun& run = *it->second;
+      ForwardReports(it->first, run);
+      bool ended = run.run.Poll();
+      const bool failed =
+          std::any_of(run.run.exits().begin(), run.run.exits().end(),
+                      [](const ExitInfo& e) { return !e.ok() && !e.stopped_by_us; });
+      if (!ended && failed) {  // one failed while others run: the gang fails whole
+        run.run.Kill();
+        ended = true;
+      }
+      if (!ended) {
+        ++it;
+        continue;
+      }
+      {
+        std::lock_guard lock(pids_mu_);
+        for (pid_t p : run.pgids) pgids_.erase(p);
+      }
+      if (fenced_) {
+        done_[it->first] = run.generation;  // killed by the fence: the server moves it
+      } else {
+        Finish(it->first, run);
+      }
+      it = runs_.erase(it);
+    }
+  }
+  for (auto& [id, run] : runs_) run->run.Stop(5);
+  for (auto& [id, run] : runs_) {
+    while (!run->run.Poll()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  runs_.clear();
+}
+
+void Agent::Stop() {
+  stop_ = true;
+  changed_.notify_all();
+  if (http_) http_->stop();
+}
+
+// ---- Reconcile -----------------------------------------------------------------
+
+void Agent::Reconcile(const Json& assignments) {
+  static const Json kNone = Json::array();
+  const Json& items = assignments.contains("items") ? assignments.at("items") : kNone;
+  std::map<int64_t, const Json*> want;
+  for (const Json& a : items) want[a.at("id").get<int64_t>()] = &a;
+  {
+    std::lock_guard lock(mu_);
+    known_jobs_.clear();
+    for (const auto& [id, a] : want) known_jobs_.insert(id);
+    for (const auto& [id, run] : runs_) known_jobs_.insert(id);
+  }
+  // Runs the server no longer wants here (cancelled, ended, moved).
+  for (auto& [id, run] : runs_) {
+    auto w = want.find(id);
+    const bool gone =
+        w == want.end() || (*w->second)["generation"].get<int64_t>() != run->generation;
+    if (gone && !run->run.stopping()) {
+      log_.Info("agent", "stopping a run the server ended", {{"job", id}, {"node", options_.node}});
+      run->run.Stop(run->grace_s);
+    }
+  }
+  for (const auto& [id, a] : want) {
+    const int64_t gen = (*a)["generation"].get<int64_t>();
+    const std::string state = (*a)["state"];
+    auto it = runs_.find(id);
+    if (it != runs_.end()) {
+      if (state == "Preempting" && it->second->generation == gen && !it->second->run.stopping()) {
+        log_.Info("agent", "preempted: SIGTERM, then SIGKILL after the grace period",
+                  {{"job", id}, {"grace", int64_t{it->second->grace_s}}});
+        it->second->preempted = true;
+        it->second->run.Stop(it->second->grace_s);
+      }
+      continue;
+    }
+    auto d = done_.find(id);
+    if (state == "Running" && (d == done_.end() || d->second != gen)) StartRun(*a);
+  }
+}
+
+std::vector<ProcessSpec> Agent::Processes(const Json& a, LocalRun& run) const {
+  const Json& spec = a["spec"];
+  const Json& world = a["world"];
+  const int64_t id = a["id"];
+  std::vector<std::string> argv = spec["command"].get<std::vector<std::string>>();
+  for (const Json& arg : spec.value("args", Json::array())) argv.push_back(arg);
+  std::string ckpt = spec.value("checkpointDir", "");
+  if (ckpt.empty()) ckpt = options_.checkpoint_root + "/job-" + std::to_string(id);
+  const bool per_node = spec.value("launch", "per-gpu") == "per-node";
+  std::vector<ProcessSpec> out;
+  for (const Json& t : a["tasks"]) {
+    if (t["node"] != options_.node) continue;
+    const std::vector<int> gpus = t["gpus"];
+    std::string visible;
+    for (int g : gpus) visible += (visible.empty() ? "" : ",") + std::to_string(g);
+    const int64_t first = t["firstRank"];
+    const int procs = per_node ? 1 : static_cast<int>(gpus.size());
+    for (int local = 0; local < procs; ++local) {
+      ProcessSpec p;
+      p.argv = argv;
+      p.rank = static_cast<int>(first + local);
+      p.working_dir = spec.value("workingDir", "");
+      p.log_path = run.dir + "/rank-" + std::to_string(p.rank) + ".log";
+      const std::string report = run.dir + "/report-rank-" + std::to_string(p.rank) + ".jsonl";
+      p.env = {{"MASTER_ADDR", world["masterAddr"]},
+               {"MASTER_PORT", std::to_string(world["masterPort"].get<int>())},
+               {"WORLD_SIZE", std::to_string(world["worldSize"].get<int64_t>())},
+               {"RANK", std::to_string(p.rank)},
+               {"LOCAL_RANK", std::to_string(local)},
+               {"LOCAL_WORLD_SIZE", std::to_string(gpus.size())},
+               {"NODE_RANK", std::to_string(t["nodeRank"].get<int64_t>())},
+               {"GROUP_RANK", std::to_string(t["nodeRank"].get<int64_t>())},
+               {"NNODES", std::to_string(world["nnodes"].get<int64_t>())},
+               {"NPROC_PER_NODE", std::to_string(gpus.size())},
+               {"CUDA_VISIBLE_DEVICES", visible},
+               {"UNIPOOL_JOB_ID", std::to_string(id)},
+               {"UNIPOOL_JOB_NAME", a.value("name", "")},
+               {"UNIPOOL_RESTART_COUNT", std::to_string(run.generation - 1)},
+               {"UNIPOOL_CHECKPOINT_DIR", ckpt},
+               {"UNIPOOL_REPORT_FILE", report},
+               {"UNIPOOL_NODE", options_.node},
+               {"PYTHONUNBUFFERED", "1"}};
+      for (const Json& e : spec.value("env", Json::array())) {
+        p.env.emplace_back(e.value("name", ""), e.value("value", ""));
+      }
+      run.reports.emplace_back(report, 0);
+      if (p.rank == 0) run.report0 = report;
+      if (p.rank == 0) run.rank0 = true;
+      out.push_back(std::move(p));
+    }
+  }
+  std::error_code ec;
+  fs::create_directories(ckpt, ec);
+  return out;
+}
+
+void Agent::StartRun(const Json& a) {
+  const int64_t id = a["id"];
+  auto run = std::make_unique<LocalRun>();
+  run->generation = a["generation"];
+  run->grace_s = static_cast<int>(a.value("graceSeconds", int64_t{30}));
+  run->dir =
+      options_.work_dir + "/jobs/" + std::to_string(id) + "/run-" + std::to_string(run->generation);
+  std::vector<ProcessSpec> procs = Processes(a, *run);
+  if (procs.empty()) return;
+  Status st = run->run.Start(procs);
+  log_.Info("agent", st.ok() ? "started" : "start failed: " + st.message(),
+            {{"job", id},
+             {"generation", run->generation},
+             {"processes", static_cast<int64_t>(procs.size())},
+             {"node", options_.node}});
+  if (!st.ok()) {
+    Report(id, run->generation, "failed", "cannot start on " + options_.node + ": " + st.message());
+    done_[id] = run->generation;
+    return;
+  }
+  run->pgids = run->run.pids();
+  {
+    std::lock_guard lock(pids_mu_);
+    pgids_.insert(run->pgids.begin(), run->pgids.end());
+  }
+  runs_[id] = std::move(run);
+}
+
+// Every process of the run ended (or one failed and the rest were killed).
+void Agent::Finish(int64_t job, LocalRun& run) {
+  done_[job] = run.generation;
+  ForwardReports(job, run);
+  if (run.preempted) {
+    Report(job, run.generation, "stopped", "stopped on " + options_.node);
+    return;
+  }
+  if (run.run.stopping() && !run.preempted) return;  // cancelled or moved: the server knows
+  if (run.run.all_ok()) {
+    if (run.rank0) Report(job, run.generation, "succeeded", "rank 0 exited 0 on " + options_.node);
+    return;
+  }
+  const ExitInfo* bad = nullptr;
+  for (const ExitInfo& e : run.run.exits()) {
+    if (!e.ok() && !e.stopped_by_us) {
+      bad = &e;
+      break;
+    }
+  }
+  std::string why = bad ? bad->Describe() : "a process failed";
+  const std::string hint = DiagnoseLog(run.run.LogTails(16384));
+  if (!hint.empty()) why += "; likely " + hint;
+  log_.Warn("agent", "run failed: " + why, {{"job", job}, {"node", options_.node}});
+  Report(job, run.generation, "failed", why + " (node " + options_.node + ")");
+}
+
+// Reads new lines of the run's report files; forwards progress (at most
+// once a second) and rank 0's checkpoints.
+void Agent::ForwardReports(int64_t job, LocalRun& run) {
+  for (auto& [path, offset] : run.reports) {
+    std::ifstream in(path);
+    if (!in) continue;
+    in.seekg(offset);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (in.eof()) break;  // a partial line: read it next time
+      offset += static_cast<int64_t>(line.size()) + 1;
+      const Json j = Json::parse(line, nullptr, false);
+      if (!j.is_object()) continue;
+      if (j.contains("checkpoint")) {
+        const Json& c = j["checkpoint"];
+        const int64_t step = c.is_object() ? c.value("step", int64_t{-1}) : -1;
+        if (path == run.report0 && step != run.last_checkpoint_step) {
+          run.last_checkpoint_step = step;
+          Report(job, run.generation, "checkpoint", "step " + std::to_string(step),
+                 c.is_object() ? c : Json::object());
+        }
+        continue;
+      }
+      if (path == run.report0 || run.report0.empty()) run.progress = j;
+    }
+  }
+  if (run.progress.is_object() && NowMs() - run.progress_sent_ms >= 1000) {
+    Report(job, run.generation, "progress", "", run.progress);
+    run.progress = Json();
+    run.progress_sent_ms = NowMs();
+  }
+}
+
+void Agent::Report(int64_t job, int64_t generation, const std::string& kind, const std::string& msg,
+                   const Json& data) {
+  auto c = ClientFor(options_, token_, 3);
+  Json body{{"generation", generation}, {"kind", kind}, {"message", msg}};
+  if (data.is_object()) body["data"] = data;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    auto r =
+        c->Post("/v1/jobs/" + std::to_string(job) + "/report", body.dump(), "application/json");
+    if (r && r->status < 500) {
+      if (r->status != 200 && kind != "progress") {
+        log_.Info("agent", "report not taken: " + r->body.substr(0, 200),
+                  {{"job", job}, {"kind", kind}});
+      }
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+}
+
+}  // namespace unipool::agent

@@ -1,0 +1,113 @@
+// Agent: `unipool agent`, the node agent. It joins the server as one node of
+// the cluster file, keeps the node's lease with heartbeats, and runs what
+// the server assigns: each job run's processes with the environment of
+// PyTorch distributed training (launcher.h), stopped on cancel or
+// preemption (SIGTERM, a grace period for a checkpoint, SIGKILL), reported
+// when they end (succeeded, failed with a cause and a hint, stopped).
+//
+// Fencing: when no heartbeat has been acknowledged for two thirds of the
+// lease, the agent kills its processes itself, before the server (which
+// waits the whole lease) can declare the node down and start the job
+// elsewhere: a job never runs twice.
+//
+// Progress: each process may append JSON lines to $UNIPOOL_REPORT_FILE:
+//   {"step": 120, "loss": 2.31, "throughput": 5400, "gradNorm": 0.8}
+//   {"checkpoint": {"step": 100, "path": "..."}}
+// The agent forwards the latest progress (at most once a second) and every
+// checkpoint of global rank 0.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "agent/launcher.h"
+#include "core/base/units.h"
+#include "server/log.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace unipool::agent {
+
+using Json = nlohmann::json;
+
+struct AgentOptions {
+  std::string server;                 // http(s)://host:port
+  std::string ca_cert;                // PEM to trust for https
+  std::string join_token;             // exchanged for the node's own token at start
+  std::string node;                   // the node's name in the cluster file
+  int gpus = -1;                      // -1: discover with nvidia-smi
+  std::string address = "127.0.0.1";  // where other nodes reach this one
+  std::string work_dir = "unipool-agent";
+  std::string checkpoint_root;  // default for jobs without one; "" = work_dir/checkpoints
+  Duration heartbeat = Seconds(5);
+  Duration lease = Seconds(30);  // the server's --node-lease
+  std::string health_check;      // a program: exit 0 healthy, else its output says why
+  Duration health_interval = Seconds(60);
+  int64_t min_free_disk_mb = 1024;  // built-in check of work_dir's disk
+};
+
+// GPUs found by `nvidia-smi` (-1 when it is missing or fails).
+int DiscoverGpus();
+
+class Agent {
+ public:
+  Agent(AgentOptions options, server::Logger& log);
+  ~Agent();
+
+  // Joins the server (exchanging the join token for a node token) and
+  // starts the log endpoint. Errors: server unreachable, refused, GPUs.
+  Status Start();
+  // Runs until Stop(); then stops every process it runs.
+  void Run();
+  void Stop();
+
+ private:
+  struct LocalRun;
+  void HeartbeatLoop();
+  void WatchLoop();
+  void HealthLoop();
+  void FenceLoop();
+  void Reconcile(const Json& assignments);
+  void StartRun(const Json& a);
+  void Finish(int64_t job, LocalRun& run);
+  void ForwardReports(int64_t job, LocalRun& run);
+  void Report(int64_t job, int64_t generation, const std::string& kind, const std::string& msg,
+              const Json& data = Json());
+  std::vector<ProcessSpec> Processes(const Json& a, LocalRun& run) const;
+  void ServeLogs();
+  std::string Health();
+
+  AgentOptions options_;
+  server::Logger& log_;
+  std::string token_;   // this node's own token
+  std::string secret_;  // what the server presents to read logs
+  std::string agent_url_;
+  std::unique_ptr<httplib::Server> http_;
+  std::thread http_thread_, heartbeat_thread_, watch_thread_, health_thread_, fence_thread_;
+
+  std::atomic<bool> stop_{false};
+  std::atomic<int64_t> last_ok_ms_{0};  // last acknowledged heartbeat (steady clock)
+  std::mutex mu_;
+  std::condition_variable changed_;
+  Json assignments_;  // the latest, from WatchLoop
+  bool fresh_ = false;
+  std::string health_ = "ok";
+  std::set<int64_t> known_jobs_;  // for the long poll
+
+  std::map<int64_t, std::unique_ptr<LocalRun>> runs_;  // by job; main loop only
+  std::map<int64_t, int64_t> done_;                    // job -> generation that ended here
+  std::atomic<bool> fenced_{false};
+  std::mutex pids_mu_;
+  std::set<pid_t> pgids_;  // process groups of every run (the fence kills them)
+};
+
+}  // namespace unipool::agent

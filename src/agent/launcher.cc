@@ -1,0 +1,233 @@
+#include "agent/launcher.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+
+namespace unipool::agent {
+namespace {
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string Stamp() {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t t = std::chrono::system_clock::to_time_t(now);
+  const int ms = static_cast<int>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000);
+  std::tm tm;
+  gmtime_r(&t, &tm);
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
+  return buf;
+}
+
+// Copies `fd` to `path`, a timestamp before each line, until EOF.
+void CopyLines(int fd, const std::string& path) {
+  FILE* out = std::fopen(path.c_str(), "a");
+  char buf[4096];
+  bool at_line_start = true;
+  while (true) {
+    const ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    if (!out) continue;
+    for (ssize_t i = 0; i < n; ++i) {
+      if (at_line_start) std::fputs(Stamp().c_str(), out);
+      std::fputc(buf[i], out);
+      at_line_start = buf[i] == '\n';
+    }
+    std::fflush(out);
+  }
+  if (out) std::fclose(out);
+  close(fd);
+}
+
+const char* SignalName(int sig) {
+  switch (sig) {
+    case SIGKILL:
+      return "SIGKILL";
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGSEGV:
+      return "SIGSEGV";
+    case SIGABRT:
+      return "SIGABRT";
+    case SIGBUS:
+      return "SIGBUS";
+    case SIGINT:
+      return "SIGINT";
+    default:
+      return "a signal";
+  }
+}
+
+}  // namespace
+
+std::string ExitInfo::Describe() const {
+  std::string s = "rank " + std::to_string(rank) + ": ";
+  if (exit_code >= 0) {
+    s += "exit code " + std::to_string(exit_code);
+    if (exit_code == 137) s += " (killed, often out of memory)";
+    return s;
+  }
+  s += std::string("killed by ") + SignalName(signal) + " (" + std::to_string(signal) + ")";
+  if (signal == SIGKILL && !stopped_by_us) s += ", often the kernel's out-of-memory killer";
+  if (signal == SIGSEGV || signal == SIGBUS) s += ", a crash in native code";
+  return s;
+}
+
+std::string DiagnoseLog(const std::string& tail) {
+  auto has = [&](const char* needle) { return tail.find(needle) != std::string::npos; };
+  if (has("NCCL") && (has("imeout") || has("Watchdog"))) {
+    return "NCCL timeout: a peer stopped or the network failed; check the other ranks' logs "
+           "and the nodes' NICs";
+  }
+  if (has("CUDA out of memory") || has("OutOfMemoryError")) {
+    return "GPU out of memory: lower the micro-batch size, or use activation checkpointing or "
+           "more tensor/pipeline parallelism";
+  }
+  if (has("MemoryError") || has("Cannot allocate memory")) {
+    return "host out of memory: fewer data-loader workers or a smaller prefetch";
+  }
+  if (has("loss is nan") || has("loss=nan") || has("\"loss\": NaN") || has("NaN loss")) {
+    return "NaN loss: lower the learning rate, check the data, or resume from an earlier "
+           "checkpoint";
+  }
+  if (has("Address already in use")) {
+    return "the rendezvous port was taken; the next restart uses another";
+  }
+  if (has("No such file or directory") || has("command not found")) {
+    return "the command or a file it needs is missing on the node";
+  }
+  return "";
+}
+
+ProcessGroup::~ProcessGroup() {
+  if (!pids_.empty()) Kill();
+  for (auto& t : copiers_) {
+    if (t.joinable()) t.join();
+  }
+}
+
+Status ProcessGroup::Start(const std::vector<ProcessSpec>& procs) {
+  for (const ProcessSpec& p : procs) {
+    std::filesystem::create_directories(std::filesystem::path(p.log_path).parent_path());
+    int pipefd[2];
+    if (pipe2(pipefd, O_CLOEXEC) != 0) {
+      Kill();
+      return Unavailable(std::string("pipe: ") + std::strerror(errno));
+    }
+    const pid_t parent = getpid();
+    const pid_t pid = fork();
+    if (pid < 0) {
+      close(pipefd[0]);
+      close(pipefd[1]);
+      Kill();
+      return Unavailable(std::string("fork: ") + std::strerror(errno));
+    }
+    if (pid == 0) {
+      setsid();
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(127);  // the agent died before prctl
+      dup2(pipefd[1], STDOUT_FILENO);
+      dup2(pipefd[1], STDERR_FILENO);
+      const int devnull = open("/dev/null", O_RDONLY);
+      if (devnull >= 0) dup2(devnull, STDIN_FILENO);
+      for (const auto& [k, v] : p.env) setenv(k.c_str(), v.c_str(), 1);
+      if (!p.working_dir.empty() && chdir(p.working_dir.c_str()) != 0) {
+        std::fprintf(stderr, "unipool agent: cannot enter working directory %s: %s\n",
+                     p.working_dir.c_str(), std::strerror(errno));
+        _exit(126);
+      }
+      std::vector<char*> argv;
+      for (const std::string& a : p.argv) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      execvp(argv[0], argv.data());
+      std::fprintf(stderr, "unipool agent: cannot run %s: %s (command not found?)\n", argv[0],
+                   std::strerror(errno));
+      _exit(127);
+    }
+    close(pipefd[1]);
+    copiers_.emplace_back(CopyLines, pipefd[0], p.log_path);
+    pids_.push_back(Proc{pid, p.rank, p.log_path});
+    logs_.push_back(p.log_path);
+  }
+  return Status::Ok();
+}
+
+bool ProcessGroup::Poll() {
+  if (stop_deadline_ > 0 && NowMs() >= stop_deadline_) {
+    for (const Proc& p : pids_) kill(-p.pid, SIGKILL);
+  }
+  for (auto it = pids_.begin(); it != pids_.end();) {
+    int status = 0;
+    const pid_t r = waitpid(it->pid, &status, WNOHANG);
+    if (r == 0) {
+      ++it;
+      continue;
+    }
+    ExitInfo e;
+    e.rank = it->rank;
+    e.stopped_by_us = stop_deadline_ > 0;
+    if (r > 0 && WIFEXITED(status)) e.exit_code = WEXITSTATUS(status);
+    if (r > 0 && WIFSIGNALED(status)) e.signal = WTERMSIG(status);
+    kill(-it->pid, SIGKILL);  // anything it left behind in its group
+    exits_.push_back(e);
+    it = pids_.erase(it);
+  }
+  return pids_.empty();
+}
+
+void ProcessGroup::Stop(int grace_s) {
+  if (stop_deadline_ > 0) return;
+  stop_deadline_ = NowMs() + int64_t{grace_s} * 1000;
+  for (const Proc& p : pids_) kill(-p.pid, SIGTERM);
+}
+
+void ProcessGroup::Kill() {
+  if (stop_deadline_ == 0) stop_deadline_ = NowMs();
+  for (const Proc& p : pids_) kill(-p.pid, SIGKILL);
+  while (!Poll()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+}
+
+bool ProcessGroup::all_ok() const {
+  return !exits_.empty() &&
+         std::all_of(exits_.begin(), exits_.end(), [](const ExitInfo& e) { return e.ok(); });
+}
+
+std::vector<pid_t> ProcessGroup::pids() const {
+  std::vector<pid_t> out;
+  for (const Proc& p : pids_) out.push_back(p.pid);
+  return out;
+}
+
+std::string ProcessGroup::LogTails(size_t bytes) const {
+  std::string out;
+  for (const std::string& path : logs_) {
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
+    if (!in) continue;
+    const std::streamoff size = in.tellg();
+    const std::streamoff from = size > static_cast<std::streamoff>(bytes) ? size - bytes : 0;
+    in.seekg(from);
+    std::string tail(static_cast<size_t>(size - from), '\0');
+    in.read(tail.data(), static_cast<std::streamsize>(tail.size()));
+    out += tail;
+  }
+  return out;
+}
+
+}  // namespace unipool::agent

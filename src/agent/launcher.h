@@ -1,0 +1,87 @@
+// Launcher: runs one job run's processes on this node, the way PyTorch
+// distributed training expects them, and watches them.
+//
+// Each process gets its own process group (so a stop reaches everything it
+// started), dies with the agent (PR_SET_PDEATHSIG: a job never outlives the
+// agent that fences it), and writes stdout and stderr to a per-rank log
+// file, each line prefixed with an RFC 3339 timestamp.
+//
+// Thread safety: a Launcher is used by one thread (the agent's loop); log
+// copying runs on threads of its own.
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/base/status.h"
+
+namespace unipool::agent {
+
+// One process to start.
+struct ProcessSpec {
+  std::vector<std::string> argv;                         // argv[0] looked up in PATH
+  std::vector<std::pair<std::string, std::string>> env;  // added to the agent's environment
+  std::string working_dir;                               // "" = the agent's
+  std::string log_path;
+  int rank = 0;  // the lowest global rank it runs (its log's name)
+};
+
+// How a process ended, in words a user acts on.
+struct ExitInfo {
+  int rank = 0;
+  int exit_code = -1;  // -1 when killed by a signal
+  int signal = 0;
+  bool stopped_by_us = false;
+  bool ok() const { return exit_code == 0; }
+  // "exit code 1", "killed by SIGKILL (out of memory?)", ...
+  std::string Describe() const;
+};
+
+// Reads the end of a log and names a likely cause with a hint:
+// NCCL timeouts, CUDA or host out-of-memory, NaN loss, ...; "" when none.
+std::string DiagnoseLog(const std::string& log_tail);
+
+class ProcessGroup {
+ public:
+  ProcessGroup() = default;
+  ~ProcessGroup();
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  // Starts every process. Errors: a process could not be started (the ones
+  // already started are killed).
+  Status Start(const std::vector<ProcessSpec>& procs);
+  // Reaps processes that ended; true when none is left.
+  bool Poll();
+  // SIGTERM to every process group now; SIGKILL at Poll() after `grace_s`.
+  void Stop(int grace_s);
+  // SIGKILL to every process group, then waits for them.
+  void Kill();
+
+  bool stopping() const { return stop_deadline_ > 0; }
+  const std::vector<ExitInfo>& exits() const { return exits_; }
+  bool all_ok() const;  // every process exited 0
+  size_t running() const { return pids_.size(); }
+  std::vector<pid_t> pids() const;
+  // The last `bytes` of each log, joined (for DiagnoseLog).
+  std::string LogTails(size_t bytes) const;
+
+ private:
+  struct Proc {
+    pid_t pid;
+    int rank;
+    std::string log_path;
+  };
+  std::vector<Proc> pids_;
+  std::vector<ExitInfo> exits_;
+  std::vector<std::thread> copiers_;
+  std::vector<std::string> logs_;
+  int64_t stop_deadline_ = 0;  // steady-clock ms; 0 = not stopping
+};
+
+}  // namespace unipool::agent

@@ -1,0 +1,119 @@
+#include "agent/launcher.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace unipool::agent {
+namespace {
+
+std::string Dir() {
+  const std::string d =
+      std::filesystem::temp_directory_path() / ("unipool-launcher-" + std::to_string(getpid()));
+  std::filesystem::create_directories(d);
+  return d;
+}
+
+void WaitAll(ProcessGroup& r) {
+  for (int i = 0; i < 500 && !r.Poll(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+}
+
+std::string Read(const std::string& path) {
+  std::stringstream ss;
+  ss << std::ifstream(path).rdbuf();
+  return ss.str();
+}
+
+TEST(LauncherTest, RunsWithEnvironmentAndTimestampedLogs) {
+  const std::string d = Dir();
+  ProcessGroup r;
+  ASSERT_TRUE(r.Start({{{"sh", "-c", "echo rank=$RANK world=$WORLD_SIZE; echo second"},
+                        {{"RANK", "3"}, {"WORLD_SIZE", "4"}},
+                        d,
+                        d + "/rank-3.log",
+                        3}})
+                  .ok());
+  WaitAll(r);
+  ASSERT_EQ(r.exits().size(), 1u);
+  EXPECT_TRUE(r.all_ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the log copier
+  const std::string log = Read(d + "/rank-3.log");
+  EXPECT_NE(log.find("Z rank=3 world=4\n"), std::string::npos) << log;
+  EXPECT_NE(log.find("Z second\n"), std::string::npos) << log;
+  EXPECT_EQ(log.rfind("20", 0), 0u);  // starts with a timestamp
+}
+
+TEST(LauncherTest, ExitCodesAndSignalsAreClassified) {
+  const std::string d = Dir();
+  ProcessGroup r;
+  ASSERT_TRUE(r.Start({{{"sh", "-c", "exit 3"}, {}, "", d + "/a.log", 0},
+                       {{"sh", "-c", "kill -9 $$"}, {}, "", d + "/b.log", 1}})
+                  .ok());
+  WaitAll(r);
+  ASSERT_EQ(r.exits().size(), 2u);
+  EXPECT_FALSE(r.all_ok());
+  std::string all;
+  for (const ExitInfo& e : r.exits()) all += e.Describe() + "\n";
+  EXPECT_NE(all.find("rank 0: exit code 3"), std::string::npos) << all;
+  EXPECT_NE(all.find("rank 1: killed by SIGKILL"), std::string::npos) << all;
+  EXPECT_NE(all.find("out-of-memory"), std::string::npos) << all;
+}
+
+TEST(LauncherTest, StopSendsSigtermThenKillsTheWholeGroup) {
+  const std::string d = Dir();
+  ProcessGroup r;
+  // The shell ignores SIGTERM and has a child: both must go.
+  ASSERT_TRUE(r.Start({{{"sh", "-c", "trap '' TERM; sleep 30 & echo $! > " + d + "/child; wait"},
+                        {},
+                        "",
+                        d + "/c.log",
+                        0}})
+                  .ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const pid_t child = std::stoi(Read(d + "/child"));
+  r.Stop(/*grace_s=*/1);
+  const auto t0 = std::chrono::steady_clock::now();
+  WaitAll(r);
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GE(waited, 0.9);  // it had its grace period
+  ASSERT_EQ(r.exits().size(), 1u);
+  EXPECT_TRUE(r.exits()[0].stopped_by_us);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // Gone, or a zombie waiting for whoever reaps orphans here.
+  const std::string stat = Read("/proc/" + std::to_string(child) + "/stat");
+  EXPECT_TRUE(stat.empty() || stat.find(") Z ") != std::string::npos)
+      << "the child outlived the stop: " << stat;
+}
+
+TEST(LauncherTest, MissingCommandIsNamed) {
+  const std::string d = Dir();
+  ProcessGroup r;
+  ASSERT_TRUE(r.Start({{{"no-such-command-xyz"}, {}, "", d + "/m.log", 0}}).ok());
+  WaitAll(r);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(r.exits()[0].exit_code, 127);
+  const std::string tail = r.LogTails(4096);
+  EXPECT_NE(tail.find("cannot run no-such-command-xyz"), std::string::npos) << tail;
+  EXPECT_NE(DiagnoseLog(tail).find("missing"), std::string::npos);
+}
+
+TEST(LauncherTest, DiagnosesCommonFailures) {
+  EXPECT_NE(DiagnoseLog("[E ProcessGroupNCCL.cpp] Watchdog caught collective operation timeout")
+                .find("NCCL timeout"),
+            std::string::npos);
+  EXPECT_NE(
+      DiagnoseLog("torch.cuda.OutOfMemoryError: CUDA out of memory.").find("GPU out of memory"),
+      std::string::npos);
+  EXPECT_NE(DiagnoseLog("step 40 loss=nan").find("NaN loss"), std::string::npos);
+  EXPECT_EQ(DiagnoseLog("all good"), "");
+}
+
+}  // namespace
+}  // namespace unipool::agent

@@ -1,0 +1,329 @@
+// End-to-end: a server process, agent processes, real job processes (the
+// stand-in trainer, examples/jobs/trainer.py; the PyTorch DDP example where
+// python3-torch is installed). Failures are real: kill -9 of an agent, a
+// preemption, an agent cut off from the server.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "cli/cli_test_util.h"
+#include "cli/server_test_util.h"
+
+namespace unipool::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+using namespace std::chrono_literals;
+
+std::string ReadAll(const std::string& path) {
+  std::stringstream ss;
+  ss << std::ifstream(path).rdbuf();
+  return ss.str();
+}
+
+bool Alive(pid_t pid) {
+  const std::string stat = ReadAll("/proc/" + std::to_string(pid) + "/stat");
+  return !stat.empty() && stat.find(") Z ") == std::string::npos;
+}
+
+// A TCP forwarder that can cut every connection: the agent's network.
+class Proxy {
+ public:
+  explicit Proxy(int target) : target_(target) {
+    listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    socklen_t len = sizeof a;
+    getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    listen(listen_fd_, 64);
+    acceptor_ = std::thread([this] { Accept(); });
+  }
+  ~Proxy() {
+    done_ = true;
+    shutdown(listen_fd_, SHUT_RDWR);
+    close(listen_fd_);
+    Cut(true);
+    acceptor_.join();
+    for (auto& t : pumps_) t.join();
+  }
+  int port() const { return port_; }
+  // Cut: every connection closes and new ones are closed at once.
+  void Cut(bool cut) {
+    cut_ = cut;
+    if (!cut) return;
+    std::lock_guard lock(mu_);
+    for (int fd : fds_) shutdown(fd, SHUT_RDWR);
+  }
+
+ private:
+  void Accept() {
+    while (!done_) {
+      const int c = accept(listen_fd_, nullptr, nullptr);
+      if (c < 0) continue;
+      if (cut_) {
+        close(c);
+        continue;
+      }
+      const int s = socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      a.sin_port = htons(target_);
+      if (connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+        close(c);
+        close(s);
+        continue;
+      }
+      std::lock_guard lock(mu_);
+      fds_.push_back(c);
+      fds_.push_back(s);
+      pumps_.emplace_back([c, s] { Pump(c, s); });
+      pumps_.emplace_back([c, s] { Pump(s, c); });
+    }
+  }
+  static void Pump(int from, int to) {
+    char buf[16384];
+    while (true) {
+      const ssize_t n = read(from, buf, sizeof buf);
+      if (n <= 0 || write(to, buf, n) != n) break;
+    }
+    shutdown(to, SHUT_RDWR);
+  }
+  int target_, port_ = 0, listen_fd_ = -1;
+  std::atomic<bool> cut_{false}, done_{false};
+  std::mutex mu_;
+  std::vector<int> fds_;
+  std::vector<std::thread> pumps_;
+  std::thread acceptor_;
+};
+
+class AgentE2eTest : public ::testing::Test {
+ protected:
+  AgentE2eTest()
+      : server_(TestServer::Options{.cluster = "testdata/clusters/local-3x2.yaml",
+                                    .assume_nodes_up = false,
+                                    .extra_args = {"--node-lease", "3s", "--min-runtime", "0s"}}) {}
+  ~AgentE2eTest() override {
+    for (auto& [node, pid] : agents_) {
+      kill(pid, SIGTERM);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+  void SetUp() override {
+    server_.Start();
+    // The trainer's queue: a short checkpoint grace.
+    ASSERT_EQ(server_.Call("PUT", "/v1/queues/default", "admin", "{\"graceSeconds\": 10}").status,
+              200);
+    ckpt_ = server_.dir() + "/checkpoints";
+  }
+
+  // Starts `unipool agent` for `node`, reaching the server at `url`.
+  void StartAgent(const std::string& node, std::string url = "") {
+    if (url.empty()) url = server_.url();
+    HttpReply j = server_.Call("GET", "/v1/summary", "admin");
+    const std::string work = server_.dir() + "/agents/" + node;
+    fs::create_directories(work);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      freopen((work + ".log").c_str(), "a", stderr);
+      freopen("/dev/null", "w", stdout);
+      execl(UNIPOOL_BINARY, "unipool", "agent", "--server", url.c_str(), "--join-token",
+            server_.token("join").c_str(), "--node", node.c_str(), "--gpus", "2", "--work-dir",
+            work.c_str(), "--checkpoint-root", ckpt_.c_str(), "--heartbeat", "300ms", "--lease",
+            "3s", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    agents_[node] = pid;
+  }
+  void WaitNodesUp(int n) {
+    for (int i = 0; i < 100; ++i) {
+      if (server_.Call("GET", "/v1/summary", "admin").json()["nodes"]["up"] == n) return;
+      std::this_thread::sleep_for(50ms);
+    }
+    FAIL() << "nodes not up: " << server_.Call("GET", "/v1/nodes", "admin").body;
+  }
+  int64_t SubmitTrainer(const std::string& name, int gpus, const std::string& args,
+                        const std::string& extra = "") {
+    const std::string yaml = "apiVersion: unipool/v1\nkind: Job\nmetadata: {name: " + name +
+                             "}\nspec:\n  command: [python3, examples/jobs/trainer.py]\n"
+                             "  args: [" +
+                             args +
+                             "]\n  workingDir: " UNIPOOL_SOURCE_DIR
+                             "\n"
+                             "  gpus: " +
+                             std::to_string(gpus) +
+                             "\n  gpusPerNode: 2\n"
+                             "  restartPolicy: {maxRestarts: 3, backoff: 1s}\n" +
+                             extra;
+    HttpReply r = server_.Call("POST", "/v1/jobs", "admin", yaml, "application/yaml");
+    EXPECT_EQ(r.status, 201) << r.body;
+    return r.json().value("id", int64_t{-1});
+  }
+  Json Job(int64_t id) {
+    return server_.Call("GET", "/v1/jobs/" + std::to_string(id), "admin").json();
+  }
+  // Waits until `pred(job)` holds; fails after `seconds`.
+  template <class Pred>
+  Json WaitFor(int64_t id, Pred pred, int seconds, const std::string& what) {
+    Json j;
+    for (int i = 0; i < seconds * 20; ++i) {
+      j = Job(id);
+      if (pred(j)) return j;
+      std::this_thread::sleep_for(50ms);
+    }
+    ADD_FAILURE() << "job " << id << " never " << what << ": " << j.dump();
+    return j;
+  }
+  std::string Ckpt(int64_t id) { return ckpt_ + "/job-" + std::to_string(id); }
+  std::vector<std::string> EventTypes(int64_t id) {
+    std::vector<std::string> out;
+    Json ev = server_.Call("GET", "/v1/jobs/" + std::to_string(id) + "/events", "admin").json();
+    for (const Json& e : ev["items"]) out.push_back(e["type"]);
+    return out;
+  }
+
+  TestServer server_;
+  std::string ckpt_;
+  std::map<std::string, pid_t> agents_;
+};
+
+// kill -9 of an agent mid-run: the node's lease ends, the job restarts from
+// its last checkpoint on the remaining capacity and completes exactly.
+TEST_F(AgentE2eTest, KillNineOfAnAgentRestartsTheJobFromItsCheckpoint) {
+  for (const char* n : {"n0", "n1", "n2"}) StartAgent(n);
+  WaitNodesUp(3);
+  const int64_t id =
+      SubmitTrainer("t", 4, "--steps, '300', --checkpoint-every, '10', --step-time, '0.05'");
+  Json running = WaitFor(
+      id,
+      [](const Json& j) {
+        return j["state"] == "Running" && j["progress"].is_object() && j["progress"]["step"] >= 25;
+      },
+      30, "made progress");
+  const std::string victim = running["tasks"][1]["node"];
+  // The victim's processes (ranks 2 and 3), to check none outlives its agent.
+  std::vector<pid_t> old;
+  for (int r : {2, 3})
+    old.push_back(std::stoi(ReadAll(Ckpt(id) + "/pid-rank" + std::to_string(r) + "-run0")));
+  const auto t0 = std::chrono::steady_clock::now();
+  kill(agents_[victim], SIGKILL);
+  waitpid(agents_[victim], nullptr, 0);
+  agents_.erase(victim);
+  Json restarted = WaitFor(
+      id, [](const Json& j) { return j["generation"] == 2 && j["state"] == "Running"; }, 30,
+      "restarted");
+  const double recovery_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (const Json& t : restarted["tasks"]) EXPECT_NE(t["node"], victim);
+  Json done = WaitFor(
+      id, [](const Json& j) { return j["state"] == "Succeeded"; }, 60, "succeeded");
+  EXPECT_EQ(done["restarts"], 1);
+  EXPECT_EQ(Json::parse(ReadAll(Ckpt(id) + "/done.json"))["step"], 300);
+  const std::vector<std::string> types = EventTypes(id);
+  EXPECT_NE(std::find(types.begin(), types.end(), "Requeued"), types.end());
+  for (pid_t p : old) EXPECT_FALSE(Alive(p)) << "a process outlived its killed agent";
+  // The second run resumed from a checkpoint, not from step 0.
+  const std::string log =
+      ReadAll(server_.dir() + "/agents/" + std::string(restarted["tasks"][0]["node"]) + "/jobs/" +
+              std::to_string(id) + "/run-2/rank-0.log");
+  EXPECT_EQ(log.find("starts at step 0 "), std::string::npos) << log;
+  std::cerr << "agent kill -9 to the job running again elsewhere: " << recovery_s << " s\n";
+}
+
+// Preemption: the low job gets SIGTERM, checkpoints within its grace,
+// stops, and later resumes from that checkpoint.
+TEST_F(AgentE2eTest, PreemptedJobCheckpointsAndResumes) {
+  for (const char* n : {"n0", "n1", "n2"}) StartAgent(n);
+  WaitNodesUp(3);
+  const int64_t low =
+      SubmitTrainer("low", 6, "--steps, '60', --checkpoint-every, '1000', --step-time, '0.05'",
+                    "  priorityClassName: low\n");
+  WaitFor(
+      low,
+      [](const Json& j) {
+        return j["state"] == "Running" && j["progress"].is_object() && j["progress"]["step"] >= 10;
+      },
+      30, "made progress");
+  const int64_t high =
+      SubmitTrainer("high", 2, "--steps, '10', --step-time, '0.05'", "  priorityClassName: high\n");
+  Json h = WaitFor(
+      high, [](const Json& j) { return j["state"] == "Succeeded"; }, 30, "succeeded");
+  Json l = WaitFor(
+      low, [](const Json& j) { return j["state"] == "Succeeded"; }, 60, "succeeded");
+  EXPECT_EQ(l["preemptions"], 1);
+  EXPECT_EQ(l["restarts"], 0);
+  const std::vector<std::string> types = EventTypes(low);
+  for (const char* want : {"Preempted", "Stopped"}) {
+    EXPECT_NE(std::find(types.begin(), types.end(), want), types.end()) << want;
+  }
+  // It checkpointed on SIGTERM (checkpoint-every is 1000) and resumed there.
+  EXPECT_EQ(Json::parse(ReadAll(Ckpt(low) + "/done.json"))["step"], 60);
+  std::string resumed;
+  for (const char* n : {"n0", "n1", "n2"}) {
+    resumed += ReadAll(server_.dir() + "/agents/" + n + "/jobs/" + std::to_string(low) +
+                       "/run-2/rank-0.log");
+  }
+  EXPECT_NE(resumed.find("starts at step "), std::string::npos);
+  EXPECT_EQ(resumed.find("starts at step 0 "), std::string::npos) << resumed;
+  // Logs through the server.
+  HttpReply logs = server_.Call("GET", "/v1/jobs/" + std::to_string(low) + "/logs?rank=0", "admin");
+  EXPECT_EQ(logs.status, 200) << logs.body;
+  EXPECT_NE(logs.body.find("done at step 60"), std::string::npos) << logs.body;
+}
+
+// Fencing: an agent cut off from the server kills its tasks within the
+// lease; the job runs elsewhere and never has two live copies.
+TEST_F(AgentE2eTest, CutOffAgentKillsItsTasks) {
+  Proxy proxy(std::stoi(server_.url().substr(server_.url().rfind(':') + 1)));
+  StartAgent("n0", "http://127.0.0.1:" + std::to_string(proxy.port()));
+  StartAgent("n1");
+  WaitNodesUp(2);
+  ASSERT_EQ(server_.Call("POST", "/v1/nodes/n1/cordon", "admin").status, 200);
+  const int64_t id =
+      SubmitTrainer("f", 2, "--steps, '200', --checkpoint-every, '5', --step-time, '0.05'");
+  Json j = WaitFor(
+      id,
+      [](const Json& j) {
+        return j["state"] == "Running" && j["progress"].is_object() && j["progress"]["step"] >= 10;
+      },
+      30, "made progress");
+  ASSERT_EQ(j["tasks"][0]["node"], "n0");
+  const pid_t first = std::stoi(ReadAll(Ckpt(id) + "/pid-rank0-run0"));
+  ASSERT_TRUE(Alive(first));
+  ASSERT_EQ(server_.Call("POST", "/v1/nodes/n1/uncordon", "admin").status, 200);
+  proxy.Cut(true);
+  // The new run starts on n1; by then the old copy must be dead.
+  const std::string second = Ckpt(id) + "/pid-rank0-run1";
+  for (int i = 0; i < 400 && !fs::exists(second); ++i) {
+    EXPECT_TRUE(Alive(first) || !fs::exists(second));
+    std::this_thread::sleep_for(25ms);
+  }
+  ASSERT_TRUE(fs::exists(second)) << Job(id).dump();
+  EXPECT_FALSE(Alive(first)) << "two live copies of job " << id << "\n"
+                             << ReadAll(server_.dir() + "/agents/n0.log");
+  proxy.Cut(false);
+  Json done = WaitFor(
+      id, [](const Json& j) { return j["state"] == "Succeeded"; }, 60, "succeeded");
+  EXPECT_EQ(Json::parse(ReadAll(Ckpt(id) + "/done.json"))["step"], 200);
+}
+
+}  // namespace
+}  // namespace unipool::testing
