@@ -289,6 +289,42 @@ TEST_F(AgentE2eTest, PreemptedJobCheckpointsAndResumes) {
   EXPECT_NE(logs.body.find("done at step 60"), std::string::npos) << logs.body;
 }
 
+// The same with real PyTorch: DDP over gloo, 2 nodes x 2 processes; one
+// agent is killed; the job resumes from its checkpoint on the rest and ends
+// at exactly the target step, with one restart.
+TEST_F(AgentE2eTest, PyTorchDdpSurvivesKillNineOfAnAgent) {
+  if (std::system("/usr/bin/python3 -c 'import torch' 2>/dev/null") != 0) {
+    GTEST_SKIP() << "Debian's python3-torch is not installed (scripts/install-deps.sh)";
+  }
+  for (const char* n : {"n0", "n1", "n2"}) StartAgent(n);
+  WaitNodesUp(3);
+  const std::string yaml =
+      "apiVersion: unipool/v1\nkind: Job\nmetadata: {name: ddp}\nspec:\n"
+      "  command: [/usr/bin/python3, examples/jobs/train_ddp.py]\n"
+      "  args: [--steps, '300', --checkpoint-every, '20', --step-sleep, '0.03']\n"
+      "  workingDir: " UNIPOOL_SOURCE_DIR
+      "\n  gpus: 4\n  gpusPerNode: 2\n"
+      "  restartPolicy: {maxRestarts: 3, backoff: 2s}\n";
+  HttpReply r = server_.Call("POST", "/v1/jobs", "admin", yaml, "application/yaml");
+  ASSERT_EQ(r.status, 201) << r.body;
+  const int64_t id = r.json()["id"];
+  Json running = WaitFor(
+      id,
+      [](const Json& j) {
+        return j["state"] == "Running" && j["progress"].is_object() && j["progress"]["step"] >= 60;
+      },
+      60, "made progress");
+  const std::string victim = running["tasks"][1]["node"];
+  kill(agents_[victim], SIGKILL);
+  waitpid(agents_[victim], nullptr, 0);
+  agents_.erase(victim);
+  Json done = WaitFor(
+      id, [](const Json& j) { return j["state"] == "Succeeded"; }, 120, "succeeded");
+  EXPECT_EQ(done["restarts"], 1);
+  EXPECT_EQ(Json::parse(ReadAll(Ckpt(id) + "/done.json"))["step"], 300);
+  EXPECT_TRUE(fs::exists(Ckpt(id) + "/ckpt-300.pt"));
+}
+
 // Fencing: an agent cut off from the server kills its tasks within the
 // lease; the job runs elsewhere and never has two live copies.
 TEST_F(AgentE2eTest, CutOffAgentKillsItsTasks) {

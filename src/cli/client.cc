@@ -46,7 +46,7 @@ Status ResolveClientConfig(ClientConfig* c) {
   if (text.ok() && text->find_first_not_of(" \t\r\n") != std::string::npos) {
     Result<YAML::Node> doc = io::LoadDocument(*text, "");
     if (!doc.ok()) return InvalidArgument(io::WithFile(path, doc.status()));
-    Result<io::Fields> f = io::Fields::Of(*doc, "", {"server", "token", "caCert"});
+    Result<io::Fields> f = io::Fields::Of(*doc, "config", {"server", "token", "caCert"});
     if (!f.ok()) return InvalidArgument(io::WithFile(path, f.status()));
     std::string server, token, ca;
     for (Status st :

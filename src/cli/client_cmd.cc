@@ -60,7 +60,18 @@ void EmitYaml(YAML::Emitter& out, const Json& j) {
     for (const Json& v : j) EmitYaml(out, v);
     out << YAML::EndSeq;
   } else if (j.is_string()) {
-    out << j.get<std::string>();
+    // Quote what YAML would read back as another type ("200", "true", "").
+    const std::string v = j.get<std::string>();
+    const YAML::Node probe = YAML::Load(v.empty() ? "''" : v);
+    int64_t n;
+    const bool plain = !v.empty() && probe.IsScalar() && probe.Scalar() == v &&
+                       !io::ParseInt64(v, &n) && v != "true" && v != "false" && v != "null" &&
+                       v != "~" && v.find_first_of(":#{}[],&*!|>'\"%@`") == std::string::npos;
+    if (plain) {
+      out << v;
+    } else {
+      out << YAML::DoubleQuoted << v;
+    }
   } else if (j.is_null()) {
     out << YAML::Null;
   } else {
@@ -180,7 +191,7 @@ std::optional<Kind> KindOf(const std::string& what) {
 
 struct GetFlags {
   Common c;
-  std::string what, name, state, queue;
+  std::string what, name, state, queue, partition;
   std::vector<std::string> labels;
   int limit = 100;
   bool watch = false;
@@ -238,6 +249,11 @@ int RunGet(GetFlags& f) {
     std::string path = kind->path;
     if (!f.name.empty()) {
       path += "/" + UrlEncode(f.name);
+    } else if (std::string(kind->watch) == "nodes") {
+      std::string q;
+      if (!f.state.empty()) q += "&state=" + UrlEncode(f.state);
+      if (!f.partition.empty()) q += "&partition=" + UrlEncode(f.partition);
+      if (!q.empty()) path += "?" + q.substr(1);
     } else if (std::string(kind->watch) == "jobs") {
       path += "?limit=" + std::to_string(f.limit);
       if (!f.state.empty()) path += "&state=" + UrlEncode(f.state);
@@ -259,9 +275,14 @@ int RunGet(GetFlags& f) {
       std::cout << t.Render();
     }
     if (!f.watch) return kExitOk;
-    Result<Json> rev = client.Call("GET", "/v1/summary");
-    if (!rev.ok()) return Fail(rev.status());
-    return RunWatch(client, *kind, f, (*rev)["revision"].get<int64_t>());
+    // Watch from the list's own revision, so no change in between is lost.
+    int64_t rev = r->value("revision", int64_t{0});
+    if (rev == 0) {
+      Result<Json> s = client.Call("GET", "/v1/summary");
+      if (!s.ok()) return Fail(s.status());
+      rev = (*s)["revision"].get<int64_t>();
+    }
+    return RunWatch(client, *kind, f, rev);
   });
 }
 
@@ -517,7 +538,9 @@ void AddClientCommands(CLI::App& app, int& exit_code) {
   cmd = app.add_subcommand("get", "List jobs, nodes or queues (or show one)");
   cmd->add_option("KIND", get->what, "jobs, nodes or queues")->required();
   cmd->add_option("NAME", get->name, "one job id, node or queue name");
-  cmd->add_option("--state", get->state, "jobs in this state only (Pending, Running, ...)");
+  cmd->add_option("--state", get->state,
+                  "jobs (Pending, Running, ...) or nodes (up, cordoned, ...) in this state only");
+  cmd->add_option("--partition", get->partition, "nodes of this partition only");
   cmd->add_option("--queue", get->queue, "jobs of this queue only");
   cmd->add_option("-l,--selector", get->labels, "jobs with this label (key=value), repeatable");
   cmd->add_option("--limit", get->limit, "at most this many jobs, newest first")

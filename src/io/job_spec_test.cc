@@ -212,8 +212,8 @@ TEST(JobSpecTest, ReadsAKubernetesPodInJson) {
 TEST(JobSpecTest, ReadsTheTrainingExample) {
   const JobRequest j = ReadExample("train.yaml").job;
   EXPECT_EQ(j.name, "ddp-train");
-  EXPECT_EQ(j.command, (Strings{"python3", "examples/jobs/train_ddp.py"}));
-  EXPECT_EQ(j.args, (Strings{"--steps", "200"}));
+  EXPECT_EQ(j.command, (Strings{"/usr/bin/python3", "examples/jobs/train_ddp.py"}));
+  EXPECT_EQ(j.args, (Strings{"--steps", "200", "--checkpoint-every", "20"}));
   EXPECT_EQ(j.gpus, 4);
   EXPECT_EQ(j.gpus_per_node, 2);
   EXPECT_EQ(j.launch, LaunchMode::kPerGpu);

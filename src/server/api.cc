@@ -273,6 +273,7 @@ void ApiServer::Route(const char* method, const std::string& pattern, const char
   auto handler = [this, name, h, method](const httplib::Request& req, httplib::Response& res) {
     const auto t0 = std::chrono::steady_clock::now();
     Call c{req, res, {}, {}};
+    res.status = 200;  // handlers that only set content answer 200
     Status auth = Authenticate(req, &c.who);
     if (!auth.ok()) {
       c.Fail(auth);
@@ -396,7 +397,7 @@ void ApiServer::Metrics_(Call& c) {
 
 void ApiServer::Summary(Call& c) {
   if (!c.Allow({Role::kAdmin, Role::kReadOnly, Role::kTenant}) || !c.Query({})) return;
-  c.Reply(200, SummaryToJson(control_.GetSummary()));
+  c.Reply(200, SummaryToJson(control_.GetSummary(c.scope)));
 }
 
 // ---- Jobs ------------------------------------------------------------------
@@ -420,6 +421,7 @@ void ApiServer::SubmitJob(Call& c) {
     return;
   }
   if (c.req.get_param_value("dryRun") == "true") {
+    if (Status st = control_.Validate(r); !st.ok()) return c.Fail(st);
     c.Reply(
         200,
         Json{{"dryRun", true}, {"spec", io::JobRequestToJson(r)}, {"ignored", parsed->ignored}});
@@ -772,7 +774,7 @@ void ApiServer::ListQueues(Call& c) {
   if (!c.Allow({Role::kAdmin, Role::kReadOnly, Role::kTenant}) || !c.Query({})) return;
   Json items = Json::array();
   for (const QueueRecord& q : control_.Queues(c.scope)) items.push_back(QueueToJson(q));
-  c.Reply(200, Json{{"items", items}});
+  c.Reply(200, Json{{"items", items}, {"revision", control_.store().revision()}});
 }
 
 void ApiServer::GetQueue(Call& c) {

@@ -341,6 +341,11 @@ Result<JobRecord> ControlPlane::Submit(const io::JobRequest& request, const std:
   return copy;
 }
 
+Status ControlPlane::Validate(const io::JobRequest& request) const {
+  std::lock_guard lock(mu_);
+  return ToSchedSpec(next_id_, request).status();
+}
+
 Result<JobRecord> ControlPlane::Get(int64_t id, const Scope& scope) const {
   std::lock_guard lock(mu_);
   auto it = jobs_.find(id);
@@ -526,7 +531,7 @@ void ControlPlane::SetSchedNodeState(NodeRecord& n, Time now) {
     s = NodeState::kDown;
   else if (n.admin == "drained")
     s = NodeState::kDrained;
-  else if (n.admin == "cordoned")
+  else if (n.admin == "cordoned" || n.not_responding)
     s = NodeState::kCordoned;
   else if (n.admin == "flaky")
     s = NodeState::kFlaky;
@@ -579,12 +584,13 @@ Status ControlPlane::Heartbeat(const std::string& name, const HeartbeatInfo& inf
     n.last_heartbeat = now;
     n.agent_secret = info.agent_secret;
     const bool sick = info.health != "ok" && n.admin.empty();
-    const bool changed = !n.alive || sick || n.health != info.health || n.address != info.address ||
-                         n.agent_url != info.agent_url;
+    const bool changed = !n.alive || sick || n.not_responding || n.health != info.health ||
+                         n.address != info.address || n.agent_url != info.agent_url;
     n.health = info.health;
     if (!changed) return Status::Ok();  // the common case: memory only
-    n.address = info.address;
-    n.agent_url = info.agent_url;
+    if (!info.address.empty()) n.address = info.address;
+    if (!info.agent_url.empty()) n.agent_url = info.agent_url;
+    n.not_responding = false;
     if (sick) {
       n.admin = "drained";
       n.why = "health check: " + info.health;
@@ -719,7 +725,7 @@ int64_t ControlPlane::GraceSeconds(const std::string& queue) const {
 
 // ---- Reconcile -------------------------------------------------------------
 
-Summary ControlPlane::GetSummary() const {
+Summary ControlPlane::GetSummary(const Scope& scope) const {
   std::lock_guard lock(mu_);
   Summary s;
   s.total = topo_.num_gpus();
@@ -729,7 +735,9 @@ Summary ControlPlane::GetSummary() const {
   s.nodes = topo_.num_nodes();
   for (const NodeRecord& n : nodes_) s.nodes_up += n.state == NodeState::kUp;
   for (const char* name : kStateNames) s.jobs[name] = 0;
-  for (const auto& [id, j] : jobs_) s.jobs[JobStateName(j.state)]++;
+  for (const auto& [id, j] : jobs_) {
+    if (scope.Sees(j.request.queue)) s.jobs[JobStateName(j.state)]++;
+  }
   s.revision = store_.revision();
   return s;
 }
@@ -741,12 +749,23 @@ void ControlPlane::WaitForWork(std::chrono::milliseconds timeout) {
 
 void ControlPlane::ExpireLeases(Time now, Txn& txn) {
   if (options_.assume_nodes_up) return;
+  const Duration late = Duration(options_.node_lease.value() / 3);
   for (NodeRecord& n : nodes_) {
-    if (!n.alive || now - n.last_heartbeat <= options_.node_lease) continue;
+    if (!n.alive) continue;
+    const Duration silent = now - n.last_heartbeat;
+    // Not responding for a third of the lease: nothing new goes there (as
+    // Slurm's NOT_RESPONDING), so a restart does not land on a dying node.
+    if ((silent > late) != n.not_responding) {
+      n.not_responding = silent > late;
+      SetSchedNodeState(n, now);
+      if (n.not_responding)
+        metrics_.Add("unipool_heartbeats_missed_total", {{"partition", n.partition}});
+    }
+    if (silent <= options_.node_lease) continue;
     n.alive = false;
+    n.not_responding = false;
     SetSchedNodeState(n, now);
     WriteNode(n, txn);
-    metrics_.Add("unipool_heartbeats_missed_total", {{"node", n.name}});
     metrics_.Add("unipool_node_failures_total", {{"partition", n.partition}});
     log_.Warn("control", "node lease expired", {{"node", n.name}});
   }
@@ -836,9 +855,10 @@ void ControlPlane::ApplyDecision(const sched::Decision& d, Time now, Txn& txn) {
             metrics_.Add("unipool_preemptions_total", {{"queue", job.request.queue}});
             metrics_.Add("unipool_preempted_gpu_seconds_total", {{"queue", job.request.queue}},
                          static_cast<double>(x.lost_gpu_seconds));
-            Write(job, "Preempted",
-                  "preempted for job " + std::to_string(x.for_job.value()) +
-                      "; checkpoint and stop by " + FormatTime(x.deadline),
+            const std::string why = x.for_job.value() >= 0
+                                        ? "preempted for job " + std::to_string(x.for_job.value())
+                                        : "its node is being drained";
+            Write(job, "Preempted", why + "; checkpoint and stop by " + FormatTime(x.deadline),
                   txn);
           } else if constexpr (std::is_same_v<T, sched::RequeueJob>) {
             job.state = JobState::kPending;
@@ -994,7 +1014,8 @@ void ControlPlane::DeclareMetrics(Metrics& m) {
   m.Declare("unipool_preempted_gpu_seconds_total", T::kCounter,
             "Work lost to preemptions: GPU-seconds since the victims' last checkpoints.");
   m.Declare("unipool_node_failures_total", T::kCounter, "Nodes that went down.");
-  m.Declare("unipool_heartbeats_missed_total", T::kCounter, "Node leases that expired.");
+  m.Declare("unipool_heartbeats_missed_total", T::kCounter,
+            "Nodes that stopped responding (silent for a third of the lease).");
   m.Declare("unipool_scheduling_decisions_total", T::kCounter, "Scheduling decisions made.");
   m.Declare("unipool_scheduling_cycle_seconds", T::kHistogram, "Time of one reconcile pass.",
             Metrics::LatencyBuckets());

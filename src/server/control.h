@@ -82,6 +82,7 @@ struct NodeRecord {
   std::string why;
   bool registered = false;  // an agent has joined as this node
   bool alive = false;       // heartbeats within the lease
+  bool not_responding = false;  // alive, but silent for a third of the lease: no new work
   Time last_heartbeat;
   std::string health = "unknown";
   std::string address;       // where other nodes reach it (MASTER_ADDR), from its agent
@@ -139,6 +140,9 @@ class ControlPlane {
   // Errors: kInvalidArgument naming the field (unknown queue, tier or
   // partition; a shape the cluster cannot hold).
   Result<JobRecord> Submit(const io::JobRequest& request, const std::string& owner);
+  // What Submit would refuse beyond the spec itself (queue, tier,
+  // partition, size), without submitting.
+  Status Validate(const io::JobRequest& request) const;
   // kNotFound also when the caller's scope does not see the job.
   Result<JobRecord> Get(int64_t id, const Scope& scope) const;
   std::vector<JobRecord> List(const JobFilter& filter, const Scope& scope) const;
@@ -192,7 +196,8 @@ class ControlPlane {
   int64_t GraceSeconds(const std::string& queue) const;
 
   // ---- Cluster ------------------------------------------------------------
-  Summary GetSummary() const;
+  // Job counts only of the queues `scope` sees.
+  Summary GetSummary(const Scope& scope = {}) const;
   // One reconcile pass (the server's loop calls it every few hundred ms and
   // when woken by a change).
   Status Reconcile();

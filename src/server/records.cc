@@ -145,6 +145,7 @@ Json NodeToJson(const NodeRecord& n) {
               {"why", n.why},
               {"registered", n.registered},
               {"alive", n.alive},
+              {"notResponding", n.not_responding},
               {"health", n.health},
               {"address", n.address},
               {"agentUrl", n.agent_url},

@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""Data-parallel training with PyTorch DDP, in the spirit of the seed's
+train_ddp.py, as unipool launches it (one process per GPU).
+
+- Reads the launch environment (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR,
+  MASTER_PORT); never hard-codes GPU ids (CUDA_VISIBLE_DEVICES is the
+  scheduler's choice).
+- NCCL on GPUs; gloo on CPU when no GPU is present, so it runs anywhere.
+- Checkpoints model, optimizer, step and RNG state every --checkpoint-every
+  steps and on SIGTERM (preemption) into $UNIPOOL_CHECKPOINT_DIR, and
+  resumes from the newest one.
+- Reports step, loss, throughput and gradient norm to $UNIPOOL_REPORT_FILE.
+"""
+import argparse
+import json
+import os
+import signal
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--steps", type=int, default=200)
+parser.add_argument("--checkpoint-every", type=int, default=20)
+parser.add_argument("--batch-size", type=int, default=64)
+parser.add_argument("--lr", type=float, default=1e-3)
+parser.add_argument("--step-sleep", type=float, default=0.0, help="seconds; stands in for a bigger model")
+args = parser.parse_args()
+
+stop = False
+
+
+def on_sigterm(signum, frame):
+    global stop
+    stop = True  # checkpoint after the current step, then exit
+
+
+signal.signal(signal.SIGTERM, on_sigterm)
+
+
+class SimpleModel(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Sequential(nn.Linear(128, 256), nn.ReLU(), nn.Linear(256, 10))
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+def report(obj):
+    path = os.environ.get("UNIPOOL_REPORT_FILE")
+    if path:
+        with open(path, "a") as f:
+            f.write(json.dumps(obj) + "\n")
+
+
+def latest_checkpoint(ckpt_dir):
+    steps = [int(n[5:-3]) for n in os.listdir(ckpt_dir) if n.startswith("ckpt-") and n.endswith(".pt")]
+    return os.path.join(ckpt_dir, f"ckpt-{max(steps)}.pt") if steps else None
+
+
+def main():
+    use_cuda = torch.cuda.is_available()
+    local_rank = int(os.environ["LOCAL_RANK"])
+    if use_cuda:
+        torch.cuda.set_device(local_rank)
+    dist.init_process_group(backend="nccl" if use_cuda else "gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    device = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
+    ckpt_dir = os.environ.get("UNIPOOL_CHECKPOINT_DIR", "checkpoints")
+    os.makedirs(ckpt_dir, exist_ok=True)
+    with open(os.path.join(ckpt_dir, f"pid-rank{rank}-run{os.environ.get('UNIPOOL_RESTART_COUNT', '0')}"), "w") as f:
+        f.write(str(os.getpid()))
+
+    torch.manual_seed(0)
+    model = DDP(SimpleModel().to(device), device_ids=[local_rank] if use_cuda else None)
+    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+    loss_fn = nn.CrossEntropyLoss()
+
+    step = 0
+    path = latest_checkpoint(ckpt_dir)
+    if path:
+        ckpt = torch.load(path, map_location=device)
+        model.module.load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        step = ckpt["step"]
+        if len(ckpt["rng"]) == world:
+            torch.set_rng_state(ckpt["rng"][rank])
+        else:
+            torch.manual_seed(1000 + rank + step)  # resumed at another size
+    else:
+        torch.manual_seed(1000 + rank)  # each rank its own data
+    print(f"rank {rank}/{world} on {os.environ.get('UNIPOOL_NODE')} starts at step {step} "
+          f"(restart {os.environ.get('UNIPOOL_RESTART_COUNT')}, {'cuda' if use_cuda else 'cpu/gloo'})",
+          flush=True)
+
+    def save(step):
+        rngs = [None] * world  # every rank's RNG state, so a resumed run draws the same data
+        dist.all_gather_object(rngs, torch.get_rng_state())
+        if rank == 0:
+            tmp = os.path.join(ckpt_dir, f".ckpt-{step}.tmp")
+            torch.save({"model": model.module.state_dict(), "optimizer": optimizer.state_dict(),
+                        "step": step, "rng": rngs}, tmp)
+            os.replace(tmp, os.path.join(ckpt_dir, f"ckpt-{step}.pt"))
+            report({"checkpoint": {"step": step, "path": ckpt_dir}})
+
+    while step < args.steps:
+        # Everyone stops together: a preempted rank tells the others.
+        flag = torch.tensor([1.0 if stop else 0.0], device=device)
+        dist.all_reduce(flag)
+        if flag.item() > 0:
+            save(step)
+            print(f"rank {rank}: stopping at step {step}; checkpoint written", flush=True)
+            break
+        t0 = time.time()
+        x = torch.randn(args.batch_size, 128, device=device)
+        y = (x[:, :10].argmax(dim=1))  # a learnable target
+        optimizer.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1e9).item()
+        optimizer.step()
+        if args.step_sleep > 0:
+            time.sleep(args.step_sleep)
+        step += 1
+        if rank == 0 and step % 5 == 0:
+            report({"step": step, "loss": round(loss.item(), 4), "gradNorm": round(grad_norm, 4),
+                    "throughput": round(args.batch_size * world / max(time.time() - t0, 1e-6), 1)})
+        if step % 20 == 0 and rank == 0:
+            print(f"step {step} loss {loss.item():.4f}", flush=True)
+        if step % args.checkpoint_every == 0 or step == args.steps:
+            save(step)
+    if step >= args.steps and rank == 0:
+        with open(os.path.join(ckpt_dir, "done.json"), "w") as f:
+            json.dump({"step": step}, f)
+        print(f"done at step {step}", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
