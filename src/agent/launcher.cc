@@ -140,6 +140,14 @@ Status ProcessGroup::Start(const std::vector<ProcessSpec>& procs) {
       return Unavailable(std::string("fork: ") + std::strerror(errno));
     }
     if (pid == 0) {
+      // The agent blocks SIGTERM and SIGINT for its signal thread; a job
+      // must get them (preemption), so its mask and handlers start clean.
+      sigset_t none;
+      sigemptyset(&none);
+      sigprocmask(SIG_SETMASK, &none, nullptr);
+      signal(SIGTERM, SIG_DFL);
+      signal(SIGINT, SIG_DFL);
+      signal(SIGPIPE, SIG_DFL);
       setsid();
       prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (getppid() != parent) _exit(127);  // the agent died before prctl

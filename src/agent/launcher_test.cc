@@ -117,3 +117,35 @@ TEST(LauncherTest, DiagnosesCommonFailures) {
 
 }  // namespace
 }  // namespace unipool::agent
+
+namespace unipool::agent {
+namespace {
+
+// The agent blocks SIGTERM for its own signal thread; its jobs must still
+// receive it (preemption gives them a grace period to checkpoint).
+TEST(LauncherTest, JobsGetSigtermEvenWhenTheAgentBlocksIt) {
+  sigset_t term;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  sigset_t old;
+  pthread_sigmask(SIG_BLOCK, &term, &old);
+  const std::string d = Dir();
+  ProcessGroup r;
+  ASSERT_TRUE(r.Start({{{"sh", "-c", "trap 'echo got TERM; exit 0' TERM; sleep 30 & wait"},
+                        {},
+                        "",
+                        d + "/t.log",
+                        0}})
+                  .ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  r.Stop(/*grace_s=*/20);
+  const auto t0 = std::chrono::steady_clock::now();
+  WaitAll(r);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5);
+  ASSERT_EQ(r.exits().size(), 1u);
+  EXPECT_EQ(r.exits()[0].exit_code, 0);
+}
+
+}  // namespace
+}  // namespace unipool::agent
