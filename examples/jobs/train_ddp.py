@@ -137,8 +137,11 @@ def main():
         with open(os.path.join(ckpt_dir, "done.json"), "w") as f:
             json.dump({"step": step}, f)
         print(f"done at step {step}", flush=True)
+    dist.barrier()  # nobody tears down while a peer still talks
     dist.destroy_process_group()
 
 
 if __name__ == "__main__":
     main()
+    # Skip interpreter teardown: gloo's threads can hang it after a peer left.
+    os._exit(0)

@@ -242,6 +242,10 @@ void Agent::HeartbeatLoop() {
 // Long-polls this node's assignments and hands each answer to Run().
 void Agent::WatchLoop() {
   auto c = ClientFor(options_, token_, 40);
+  {
+    std::lock_guard lock(mu_);
+    watch_client_ = c.get();
+  }
   int64_t revision = 0;
   while (!stop_) {
     std::string jobs;
@@ -267,6 +271,8 @@ void Agent::WatchLoop() {
     }
     changed_.notify_all();
   }
+  std::lock_guard lock(mu_);
+  watch_client_ = nullptr;
 }
 
 // Fencing on a thread of its own, so that nothing else the agent waits for
@@ -340,6 +346,10 @@ void Agent::Run() {
 
 void Agent::Stop() {
   stop_ = true;
+  {
+    std::lock_guard lock(mu_);
+    if (watch_client_) watch_client_->stop();  // ends a long poll now
+  }
   changed_.notify_all();
   if (http_) http_->stop();
 }
@@ -363,8 +373,16 @@ void Agent::Reconcile(const Json& assignments) {
     const bool gone =
         w == want.end() || (*w->second)["generation"].get<int64_t>() != run->generation;
     if (gone && !run->run.stopping()) {
-      log_.Info("agent", "stopping a run the server ended", {{"job", id}, {"node", options_.node}});
-      run->run.Stop(run->grace_s);
+      // A newer run exists: this one lost a peer (a node failed, a task
+      // failed), so its collectives hang and no checkpoint will come; a
+      // short grace. Cancelled or ended: the queue's grace, to checkpoint.
+      const bool superseded = w != want.end();
+      const int grace = superseded ? std::min(run->grace_s, 2) : run->grace_s;
+      log_.Info(
+          "agent",
+          superseded ? "stopping a run a newer one replaces" : "stopping a run the server ended",
+          {{"job", id}, {"node", options_.node}, {"grace", int64_t{grace}}});
+      run->run.Stop(grace);
     }
   }
   for (const auto& [id, a] : want) {

@@ -32,8 +32,9 @@
 #include "server/log.h"
 
 namespace httplib {
+class Client;
 class Server;
-}
+}  // namespace httplib
 
 namespace unipool::agent {
 
@@ -95,7 +96,8 @@ class Agent {
   std::thread http_thread_, heartbeat_thread_, watch_thread_, health_thread_, fence_thread_;
 
   std::atomic<bool> stop_{false};
-  std::atomic<int64_t> last_ok_ms_{0};  // last acknowledged heartbeat (steady clock)
+  httplib::Client* watch_client_ = nullptr;  // the long poll, cut short by Stop (mu_)
+  std::atomic<int64_t> last_ok_ms_{0};       // last acknowledged heartbeat (steady clock)
   std::mutex mu_;
   std::condition_variable changed_;
   Json assignments_;  // the latest, from WatchLoop

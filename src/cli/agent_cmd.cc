@@ -1,6 +1,7 @@
 // `unipool agent` (the node agent), `unipool logs` and `unipool up` (a
 // server and local agents with virtual GPUs in one command).
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include "agent/agent.h"
 #include "cli/client.h"
 #include "cli/commands.h"
+#include "cli/stop_signals.h"
 #include "io/cluster_reader.h"
 #include "io/yaml_fields.h"
 #include "server/server.h"
@@ -38,21 +40,6 @@ std::string ReadToken(const std::string& path) {
   return s;
 }
 
-// Blocks SIGINT and SIGTERM in every thread; `on_signal` runs on a thread
-// that waits for them.
-void OnSignal(std::function<void()> on_signal) {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  std::thread([set, on_signal] {
-    int sig = 0;
-    sigwait(&set, &sig);
-    on_signal();
-  }).detach();
-}
-
 // ---- agent -------------------------------------------------------------------
 
 struct AgentFlags {
@@ -64,6 +51,7 @@ struct AgentFlags {
 };
 
 int RunAgent(AgentFlags& f) {
+  BlockStopSignals();  // before the agent starts its threads
   server::Logger log;
   server::LogLevel level;
   if (!server::ParseLogLevel(f.log_level, &level)) {
@@ -108,7 +96,7 @@ int RunAgent(AgentFlags& f) {
            : st.code() == StatusCode::kPermissionDenied ? kExitDenied
                                                         : kExitBadInput;
   }
-  OnSignal([&a] { a.Stop(); });
+  OnStopSignal([&a] { a.Stop(); });
   a.Run();
   return kExitOk;
 }
@@ -215,10 +203,12 @@ pid_t SpawnAgent(const std::string& url, const std::string& data, int i, int gpu
   fs::create_directories(work);
   const pid_t pid = fork();
   if (pid != 0) return pid;
-  // The child: unblock the signals the parent waits for, then exec.
+  // The child: unblock the signals the parent waits for, die with `up`
+  // (SIGTERM: a clean stop), then exec.
   sigset_t set;
   sigemptyset(&set);
   pthread_sigmask(SIG_SETMASK, &set, nullptr);
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
   const std::string log = data + "/agents/" + node + ".log";
   freopen(log.c_str(), "a", stderr);
   freopen("/dev/null", "w", stdout);
@@ -278,6 +268,7 @@ int RunAndFollow(const Client& client, const std::string& file) {
 }
 
 int RunUp(UpFlags& f) {
+  BlockStopSignals();  // before the server starts its threads
   Duration lease, min_runtime;
   if (!ParseDur("--lease", f.lease, &lease) || !io::ParseDuration(f.min_runtime, &min_runtime)) {
     return kExitBadInput;
@@ -317,7 +308,7 @@ int RunUp(UpFlags& f) {
   const std::string url = srv.url();
   std::vector<pid_t> agents;
   std::atomic<bool> stopping{false};
-  OnSignal([&] {
+  OnStopSignal([&] {
     stopping = true;
     srv.Stop();
   });

@@ -346,6 +346,10 @@ TEST_F(AgentE2eTest, PyTorchDdpSurvivesKillNineOfAnAgent) {
   EXPECT_EQ(done["restarts"], 1);
   EXPECT_EQ(Json::parse(ReadAll(Ckpt(id) + "/done.json"))["step"], 300);
   EXPECT_TRUE(fs::exists(Ckpt(id) + "/ckpt-300.pt"));
+  if (std::getenv("UNIPOOL_TEST_VERBOSE")) {
+    std::cerr << server_.Call("GET", "/v1/jobs/" + std::to_string(id) + "/events", "admin").body
+              << "\n";
+  }
 }
 
 // Fencing: an agent cut off from the server kills its tasks within the

@@ -359,7 +359,7 @@ int DescribeJob(const Client& client, const DescribeFlags& f) {
   Field("Owner", Str(j, "owner"));
   Field("State", Str(j, "state"));
   Field("GPUs", Str(spec, "gpus") + (spec.value("gpusPerNode", 0) > 0
-                                         ? " (" + Str(spec, "gpusPerNode") + " per node)"
+                                         ? " (tasks of " + Str(spec, "gpusPerNode") + ")"
                                          : ""));
   Field("Priority", spec.value("priorityClass", "").empty() ? Str(spec, "priority")
                                                             : Str(spec, "priorityClass"));

@@ -203,6 +203,14 @@ TEST_F(ServerApiTest, EveryBadRequestGetsA4xxNamingTheCause) {
   }
 }
 
+// curl's default -d sends a form; the server says what to send instead.
+TEST_F(ServerApiTest, FormEncodedBodiesAreRefusedWithAHint) {
+  HttpReply r =
+      server_->Call("POST", "/v1/jobs", "admin", kJob, "application/x-www-form-urlencoded");
+  EXPECT_EQ(r.status, 415) << r.body;
+  EXPECT_NE(r.body.find("application/yaml"), std::string::npos) << r.body;
+}
+
 // Every route against every role: allowed (not 401/403) or denied (403).
 TEST_F(ServerApiTest, AuthorizationMatrix) {
   struct Route {

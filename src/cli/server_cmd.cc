@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/stop_signals.h"
 #include "io/yaml_fields.h"
 #include "server/server.h"
 
@@ -36,21 +37,8 @@ Status ParseListen(const std::string& listen, server::ServerOptions* opt) {
   return Status::Ok();
 }
 
-// SIGINT and SIGTERM stop the server cleanly: a thread waits for them.
-std::thread StopOnSignal(server::Server& s) {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  return std::thread([set, &s] {
-    int sig = 0;
-    sigwait(&set, &sig);
-    s.Stop();
-  });
-}
-
 int RunServer(ServerFlags& f) {
+  BlockStopSignals();  // before the store starts its thread
   server::Logger log;
   server::LogLevel level;
   if (!server::ParseLogLevel(f.log_level, &level)) {
@@ -87,8 +75,8 @@ int RunServer(ServerFlags& f) {
     std::cerr << "error: " << port.status().message() << "\n";
     return kExitFailed;
   }
-  std::thread signals = StopOnSignal(**s);
-  signals.detach();
+  server::Server& srv = **s;
+  OnStopSignal([&srv] { srv.Stop(); });
   std::cout << "unipool server listening on " << (*s)->url() << std::endl;
   if (!f.address_file.empty()) {
     const std::string tmp = f.address_file + ".tmp";

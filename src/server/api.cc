@@ -275,7 +275,17 @@ void ApiServer::Route(const char* method, const std::string& pattern, const char
     Call c{req, res, {}, {}};
     res.status = 200;  // handlers that only set content answer 200
     Status auth = Authenticate(req, &c.who);
-    if (!auth.ok()) {
+    const bool form =
+        req.get_header_value("Content-Type").starts_with("application/x-www-form-urlencoded");
+    if (auth.ok() && form && !req.body.empty()) {
+      // httplib would read the body as query parameters: say what to send.
+      res.status = 415;
+      res.set_content(ErrorBody("UNSUPPORTED_MEDIA_TYPE",
+                                "send JSON or YAML with Content-Type: application/json or "
+                                "application/yaml (curl: -H 'Content-Type: application/yaml' "
+                                "--data-binary @job.yaml)"),
+                      "application/json");
+    } else if (!auth.ok()) {
       c.Fail(auth);
       res.set_header("WWW-Authenticate", "Bearer");
     } else {

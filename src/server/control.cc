@@ -123,6 +123,7 @@ Status ControlPlane::Recover() {
     r.why = j.value("why", "");
     r.registered = j.value("registered", false);
     r.address = j.value("address", "");
+    if (r.registered) r.health = j.value("health", r.health);
     r.agent_url = j.value("agentUrl", "");
   }
   for (const store::KeyValue& kv : store_.Range("/agents/")) {
@@ -472,7 +473,7 @@ Status ControlPlane::Report(int64_t id, int64_t generation, const std::string& k
       job.state = JobState::kPending;
       job.retry_at = now + backoff;
       backoff_.insert(id);
-      Write(job, "Failed",
+      Write(job, "TaskFailed",
             why + "; restart " + std::to_string(job.restarts) + " of " +
                 std::to_string(job.request.restart.max_restarts) + " in " +
                 std::to_string(backoff.value() / 1000000000) + "s from its checkpoint",

@@ -109,7 +109,9 @@ Result<JobRecord> JobFromJson(const Json& j) {
   for (auto [key, out] : {std::pair{"submitted", &job.submitted},
                           {"started", &job.started},
                           {"finished", &job.finished},
-                          {"lastCheckpoint", &job.last_checkpoint}}) {
+                          {"lastCheckpoint", &job.last_checkpoint},
+                          {"preemptDeadline", &job.preempt_deadline},
+                          {"retryAt", &job.retry_at}}) {
     Result<Time> t = TimeField(j, key);
     if (!t.ok()) return t.status();
     *out = *t;
