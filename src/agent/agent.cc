@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 
 namespace unipool::agent {
 namespace fs = std::filesystem;
@@ -48,6 +49,39 @@ std::pair<int, std::string> Shell(const std::string& cmd) {
 }
 
 }  // namespace
+
+std::string GpuHealthFrom(int exit_code, const std::string& csv) {
+  if (exit_code != 0) return "nvidia-smi failed: " + csv.substr(0, 200);
+  std::stringstream lines(csv);
+  for (std::string line; std::getline(lines, line);) {
+    // index, uncorrected ECC errors (volatile), retired pages pending
+    std::stringstream fields(line);
+    std::string index, ecc, pending;
+    std::getline(fields, index, ',');
+    std::getline(fields, ecc, ',');
+    std::getline(fields, pending, ',');
+    auto trim = [](std::string v) {
+      v.erase(0, v.find_first_not_of(' '));
+      return v;
+    };
+    ecc = trim(ecc);
+    pending = trim(pending);
+    if (!ecc.empty() && ecc != "0" && ecc != "[N/A]" && ecc != "N/A") {
+      return "GPU " + trim(index) + ": " + ecc + " uncorrected ECC errors";
+    }
+    if (pending == "Yes") return "GPU " + trim(index) + ": page retirement pending (reset the GPU)";
+  }
+  return "ok";
+}
+
+// Asks nvidia-smi about every GPU: uncorrected ECC errors or pending page
+// retirements make the node unhealthy (it is drained).
+std::string Agent::GpuHealth() const {
+  auto [code, out] = Shell(
+      "nvidia-smi --query-gpu=index,ecc.errors.uncorrected.volatile.total,retired_pages.pending "
+      "--format=csv,noheader");
+  return GpuHealthFrom(code, out);
+}
 
 int DiscoverGpus() {
   auto [code, out] = Shell("nvidia-smi --query-gpu=index --format=csv,noheader");
@@ -102,6 +136,7 @@ static std::unique_ptr<httplib::Client> ClientFor(const AgentOptions& o, const s
 Status Agent::Start() {
   if (options_.gpus < 0) {
     options_.gpus = DiscoverGpus();
+    gpus_discovered_ = options_.gpus > 0;
     if (options_.gpus < 0) {
       return InvalidArgument(
           "--gpus auto: nvidia-smi is missing or failed; give --gpus N "
@@ -197,6 +232,7 @@ void Agent::HealthLoop() {
         health = "disk: " + std::to_string(free_mb) + " MiB free in " + options_.work_dir;
       }
     }
+    if (health == "ok" && gpus_discovered_) health = GpuHealth();
     if (health == "ok" && !options_.health_check.empty()) {
       auto [code, out] = Shell(options_.health_check);
       if (code != 0)

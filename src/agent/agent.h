@@ -58,6 +58,10 @@ struct AgentOptions {
 
 // GPUs found by `nvidia-smi` (-1 when it is missing or fails).
 int DiscoverGpus();
+// "ok", or what is wrong, from the exit code and output of `nvidia-smi
+// --query-gpu=index,ecc.errors.uncorrected.volatile.total,retired_pages.pending
+// --format=csv,noheader`.
+std::string GpuHealthFrom(int exit_code, const std::string& csv);
 
 class Agent {
  public:
@@ -86,6 +90,7 @@ class Agent {
   std::vector<ProcessSpec> Processes(const Json& a, LocalRun& run) const;
   void ServeLogs();
   std::string Health();
+  std::string GpuHealth() const;
 
   AgentOptions options_;
   server::Logger& log_;
@@ -102,6 +107,7 @@ class Agent {
   std::condition_variable changed_;
   Json assignments_;  // the latest, from WatchLoop
   bool fresh_ = false;
+  bool gpus_discovered_ = false;  // real GPUs (nvidia-smi): checked for errors
   std::string health_ = "ok";
   std::set<int64_t> known_jobs_;  // for the long poll
 

@@ -136,7 +136,8 @@ class AgentE2eTest : public ::testing::Test {
   }
 
   // Starts `unipool agent` for `node`, reaching the server at `url`.
-  void StartAgent(const std::string& node, std::string url = "") {
+  void StartAgent(const std::string& node, std::string url = "",
+                  const std::string& health_check = "") {
     if (url.empty()) url = server_.url();
     HttpReply j = server_.Call("GET", "/v1/summary", "admin");
     const std::string work = server_.dir() + "/agents/" + node;
@@ -148,7 +149,8 @@ class AgentE2eTest : public ::testing::Test {
       execl(UNIPOOL_BINARY, "unipool", "agent", "--server", url.c_str(), "--join-token",
             server_.token("join").c_str(), "--node", node.c_str(), "--gpus", "2", "--work-dir",
             work.c_str(), "--checkpoint-root", ckpt_.c_str(), "--heartbeat", "300ms", "--lease",
-            "3s", static_cast<char*>(nullptr));
+            "3s", "--health-interval", "500ms", "--health-check",
+            health_check.empty() ? "true" : health_check.c_str(), static_cast<char*>(nullptr));
       _exit(127);
     }
     agents_[node] = pid;
@@ -350,6 +352,19 @@ TEST_F(AgentE2eTest, PyTorchDdpSurvivesKillNineOfAnAgent) {
     std::cerr << server_.Call("GET", "/v1/jobs/" + std::to_string(id) + "/events", "admin").body
               << "\n";
   }
+}
+
+// A failing health-check program drains its node with the program's words.
+TEST_F(AgentE2eTest, FailingHealthCheckDrainsTheNode) {
+  StartAgent("n0", "", "sh -c 'echo fan 3 failed; exit 1'");
+  Json n;
+  for (int i = 0; i < 100; ++i) {
+    n = server_.Call("GET", "/v1/nodes/n0", "admin").json();
+    if (n["state"] == "drained") break;
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(n["state"], "drained") << n.dump();
+  EXPECT_NE(n["why"].get<std::string>().find("fan 3 failed"), std::string::npos) << n.dump();
 }
 
 // Fencing: an agent cut off from the server kills its tasks within the

@@ -373,6 +373,12 @@ int DescribeJob(const Client& client, const DescribeFlags& f) {
   Field("Preemptions", Str(j, "preemptions"));
   Field("Lost work", Str(j, "lostGpuSeconds") + " GPU-seconds");
   Field("Why", Str(j, "explain"));
+  if (j["progress"].is_object()) {
+    std::string p;
+    for (const auto& [k, v] : j["progress"].items())
+      p += (p.empty() ? "" : "  ") + k + " " + v.dump();
+    Field("Progress", p);
+  }
   if (!j["tasks"].empty()) {
     std::cout << "Placement:\n";
     io::Table t({"  RANK", "NODE", "GPUS"});

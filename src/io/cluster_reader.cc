@@ -16,9 +16,9 @@ constexpr double kMaxLatencyUs = 1e6;  // one second
 
 Status ReadTier(const YAML::Node& node, int index, TierSpec* out) {
   const std::string path = "spec.tiers[" + std::to_string(index) + "]";
-  Result<Fields> f = Fields::Of(node, path,
-                                {"name", "bandwidthGbps", "latencyUs", "oversubscription",
-                                 "fanout", "switchesPerGroup"});
+  Result<Fields> f = Fields::Of(
+      node, path,
+      {"name", "bandwidthGbps", "latencyUs", "oversubscription", "fanout", "switchesPerGroup"});
   if (!f.ok()) return f.status();
   out->loc = f->loc();
   UNIPOOL_RETURN_IF_ERROR(f->String("name", &out->name, true));
@@ -31,11 +31,10 @@ Status ReadTier(const YAML::Node& node, int index, TierSpec* out) {
     double down = 0, up = 0;
     const std::string s = o.IsScalar() ? o.Scalar() : "";
     const size_t colon = s.find(':');
-    const bool ok = colon == std::string::npos
-                        ? ParseDouble(s, &oversub)
-                        : ParseDouble(s.substr(0, colon), &down) &&
-                              ParseDouble(s.substr(colon + 1), &up) && up > 0 &&
-                              (oversub = down / up, true);
+    const bool ok = colon == std::string::npos ? ParseDouble(s, &oversub)
+                                               : ParseDouble(s.substr(0, colon), &down) &&
+                                                     ParseDouble(s.substr(colon + 1), &up) &&
+                                                     up > 0 && (oversub = down / up, true);
     if (!ok || oversub < 1 || oversub > 1000) {
       return Expected(o, f->PathOf("oversubscription"), "a ratio of at least 1, like 3 or '3:1'");
     }
@@ -50,8 +49,8 @@ Status ReadTier(const YAML::Node& node, int index, TierSpec* out) {
 
 Status ReadGpuModel(const YAML::Node& node, int index, GpuModel* out) {
   const std::string path = "spec.gpuModels[" + std::to_string(index) + "]";
-  Result<Fields> f = Fields::Of(node, path,
-                                {"name", "bf16Tflops", "fp8Tflops", "hbmGB", "hbmGBps", "watts"});
+  Result<Fields> f =
+      Fields::Of(node, path, {"name", "bf16Tflops", "fp8Tflops", "hbmGB", "hbmGBps", "watts"});
   if (!f.ok()) return f.status();
   double bf16 = 0, fp8 = 0, hbm_gb = 0, hbm_gbps = 0, watts = 0;
   UNIPOOL_RETURN_IF_ERROR(f->String("name", &out->name, true));
@@ -69,9 +68,9 @@ Status ReadGpuModel(const YAML::Node& node, int index, GpuModel* out) {
 }
 
 Status ReadGenerator(const YAML::Node& node, GeneratorSpec* out) {
-  Result<Fields> f = Fields::Of(node, "spec.generator",
-                                {"kind", "gpus", "gpusPerNode", "gpuModel", "nodePrefix",
-                                 "partitionTier", "labels"});
+  Result<Fields> f = Fields::Of(
+      node, "spec.generator",
+      {"kind", "gpus", "gpusPerNode", "gpuModel", "nodePrefix", "partitionTier", "labels"});
   if (!f.ok()) return f.status();
   out->loc = f->loc();
   std::string kind = "fatTree";
@@ -94,9 +93,8 @@ Status ReadGenerator(const YAML::Node& node, GeneratorSpec* out) {
 Status ReadNode(const YAML::Node& node, int index, const std::vector<TierSpec>& tiers,
                 NodeSpec* out) {
   const std::string path = "spec.nodes[" + std::to_string(index) + "]";
-  Result<Fields> f = Fields::Of(node, path,
-                                {"name", "gpus", "gpuModel", "partition", "labels", "state",
-                                 "switches"});
+  Result<Fields> f = Fields::Of(
+      node, path, {"name", "gpus", "gpuModel", "partition", "labels", "state", "switches"});
   if (!f.ok()) return f.status();
   out->loc = f->loc();
   UNIPOOL_RETURN_IF_ERROR(f->String("name", &out->name, true));
@@ -116,8 +114,9 @@ Status ReadNode(const YAML::Node& node, int index, const std::vector<TierSpec>& 
   UNIPOOL_RETURN_IF_ERROR(f->StringMap("switches", &switches));
   out->groups.assign(tiers.size(), "");
   for (const auto& [tier, group] : switches) {
-    auto it = std::find_if(tiers.begin(), tiers.end(),
-                           [&](const TierSpec& t) { return t.name == tier; });
+    const std::string& name = tier;  // clang 14 cannot capture a structured binding
+    auto it =
+        std::find_if(tiers.begin(), tiers.end(), [&](const TierSpec& t) { return t.name == name; });
     if (it == tiers.end()) {
       return InvalidArgument(f->PathOf("switches") + ": no tier named '" + tier + "'",
                              LocOf(f->Get("switches")));
@@ -151,7 +150,8 @@ Status ReadSpec(const YAML::Node& node, ClusterSpec* out) {
     return ReadGenerator(f->Get("generator"), &*out->generator);
   }
   UNIPOOL_RETURN_IF_ERROR(f->Sequence("nodes", &items, true));
-  if (items.size() > (1u << 20)) return Expected(f->Get("nodes"), "spec.nodes", "at most 2^20 nodes");
+  if (items.size() > (1u << 20))
+    return Expected(f->Get("nodes"), "spec.nodes", "at most 2^20 nodes");
   out->nodes.resize(items.size());
   for (size_t i = 0; i < items.size(); ++i) {
     UNIPOOL_RETURN_IF_ERROR(ReadNode(items[i], static_cast<int>(i), out->tiers, &out->nodes[i]));
@@ -168,7 +168,8 @@ Status ReadDocument(const YAML::Node& doc, ClusterSpec* out) {
   UNIPOOL_RETURN_IF_ERROR(f->String("kind", &kind, true));
   if (kind != "Cluster") return Expected(f->Get("kind"), "kind", "Cluster");
   if (!f->Has("metadata")) return InvalidArgument("metadata: required field is missing", f->loc());
-  Result<Fields> meta = Fields::Of(f->Get("metadata"), "metadata", {"name", "description", "labels"});
+  Result<Fields> meta =
+      Fields::Of(f->Get("metadata"), "metadata", {"name", "description", "labels"});
   if (!meta.ok()) return meta.status();
   UNIPOOL_RETURN_IF_ERROR(meta->String("name", &out->name, true));
   if (!f->Has("spec")) return InvalidArgument("spec: required field is missing", f->loc());
