@@ -246,12 +246,7 @@ int RunAndFollow(const Client& client, const std::string& file) {
       std::cerr << "error: " << (j.ok() ? ev.status() : j.status()).message() << "\n";
       return kExitFailed;
     }
-    const Json& items = (*ev)["items"];
-    for (; events_seen < static_cast<int64_t>(items.size()); ++events_seen) {
-      const Json& e = items[events_seen];
-      std::cout << "  " << e["type"].get<std::string>() << ": " << e["message"].get<std::string>()
-                << std::endl;
-    }
+    // Progress first: the job's last report comes before its end.
     const Json& p = (*j)["progress"];
     if (p.is_object() && p.contains("step") && p["step"].get<int64_t>() != last_step) {
       last_step = p["step"].get<int64_t>();
@@ -259,6 +254,12 @@ int RunAndFollow(const Client& client, const std::string& file) {
       if (p.contains("loss")) std::cout << "  loss " << p["loss"];
       if (p.contains("throughput")) std::cout << "  throughput " << p["throughput"];
       std::cout << std::endl;
+    }
+    const Json& items = (*ev)["items"];
+    for (; events_seen < static_cast<int64_t>(items.size()); ++events_seen) {
+      const Json& e = items[events_seen];
+      std::cout << "  " << e["type"].get<std::string>() << ": " << e["message"].get<std::string>()
+                << std::endl;
     }
     const std::string state = (*j)["state"];
     if (state == "Succeeded") return kExitOk;
