@@ -39,12 +39,15 @@ std::string RandomHex(size_t bytes) {
 // Runs a shell command; returns its exit status and (the start of) its output.
 std::pair<int, std::string> Shell(const std::string& cmd) {
   std::string out;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  // coreutils' timeout: a hung check (nvidia-smi on a GPU that fell off the
+  // bus) must not hang the agent; exit 124 then says it timed out.
+  FILE* p = popen(("timeout -k 5 60 " + cmd + " 2>&1").c_str(), "r");
   if (!p) return {-1, "cannot run " + cmd};
   char buf[512];
   while (out.size() < 4096 && std::fgets(buf, sizeof buf, p)) out += buf;
   const int status = pclose(p);
   while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 124) out = "timed out after 60 s: " + cmd;
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
 }
 
@@ -299,7 +302,9 @@ void Agent::WatchLoop() {
     }
     Json body = Json::parse(r->body, nullptr, false);
     if (!body.is_object()) continue;
-    revision = body.value("revision", revision);
+    if (body.contains("revision") && body["revision"].is_number_integer()) {
+      revision = body["revision"].get<int64_t>();
+    }
     {
       std::lock_guard lock(mu_);
       assignments_ = std::move(body);
@@ -345,10 +350,16 @@ void Agent::Run() {
         fresh_ = false;
       }
     }
-    if (!fenced_ && current.is_object()) Reconcile(current);
+    try {
+      if (!fenced_ && current.is_object()) Reconcile(current);
+      for (auto& [id, run] : runs_) ForwardReports(id, *run);
+    } catch (const Json::exception& e) {  // a malformed answer: skip it, keep running
+      log_.Error("agent", std::string("bad assignments from the server: ") + e.what());
+      current = Json();
+    }
+    RetryReports();
     for (auto it = runs_.begin(); it != runs_.end();) {
       LocalRun& run = *it->second;
-      ForwardReports(it->first, run);
       bool ended = run.run.Poll();
       const bool failed =
           std::any_of(run.run.exits().begin(), run.run.exits().end(),
@@ -366,7 +377,12 @@ void Agent::Run() {
         for (pid_t p : run.pgids) pgids_.erase(p);
       }
       if (fenced_) {
-        done_[it->first] = run.generation;  // killed by the fence: the server moves it
+        // Killed by the fence: tell the server once it is back (it may have
+        // moved the job already; then the report is refused and dropped).
+        done_[it->first] = run.generation;
+        unacked_[it->first] =
+            Pending{run.generation, "failed",
+                    "lost the server; the agent killed the run (fencing) on " + options_.node};
       } else {
         Finish(it->first, run);
       }
@@ -502,6 +518,13 @@ void Agent::StartRun(const Json& a) {
   run->grace_s = static_cast<int>(a.value("graceSeconds", int64_t{30}));
   run->dir =
       options_.work_dir + "/jobs/" + std::to_string(id) + "/run-" + std::to_string(run->generation);
+  if (fs::exists(run->dir)) {
+    // This agent ran it before it restarted: its processes died with it.
+    done_[id] = run->generation;
+    Report(id, run->generation, "failed",
+           "the agent of " + options_.node + " restarted; this run's processes were lost");
+    return;
+  }
   std::vector<ProcessSpec> procs = Processes(a, *run);
   if (procs.empty()) return;
   Status st = run->run.Start(procs);
@@ -526,7 +549,10 @@ void Agent::StartRun(const Json& a) {
 // Every process of the run ended (or one failed and the rest were killed).
 void Agent::Finish(int64_t job, LocalRun& run) {
   done_[job] = run.generation;
-  ForwardReports(job, run);
+  try {
+    ForwardReports(job, run);  // its last words (a final checkpoint)
+  } catch (const Json::exception&) {
+  }
   if (run.preempted) {
     Report(job, run.generation, "stopped", "stopped on " + options_.node);
     return;
@@ -565,7 +591,9 @@ void Agent::ForwardReports(int64_t job, LocalRun& run) {
       if (!j.is_object()) continue;
       if (j.contains("checkpoint")) {
         const Json& c = j["checkpoint"];
-        const int64_t step = c.is_object() ? c.value("step", int64_t{-1}) : -1;
+        const int64_t step = c.is_object() && c.contains("step") && c["step"].is_number_integer()
+                                 ? c["step"].get<int64_t>()
+                                 : -1;
         if (path == run.report0 && step != run.last_checkpoint_step) {
           run.last_checkpoint_step = step;
           Report(job, run.generation, "checkpoint", "step " + std::to_string(step),
@@ -583,12 +611,24 @@ void Agent::ForwardReports(int64_t job, LocalRun& run) {
   }
 }
 
-void Agent::Report(int64_t job, int64_t generation, const std::string& kind, const std::string& msg,
+// Final reports (succeeded, failed, stopped) must reach the server, or the
+// job would stay Running with nothing running: kept and retried each second
+// until the server answers (OK, or a 4xx that says it no longer matters).
+void Agent::RetryReports() {
+  if (unacked_.empty() || NowMs() - last_retry_ms_ < 1000) return;
+  last_retry_ms_ = NowMs();
+  const auto pending = unacked_;  // Report edits unacked_
+  for (const auto& [job, p] : pending) Report(job, p.generation, p.kind, p.message);
+}
+
+bool Agent::Report(int64_t job, int64_t generation, const std::string& kind, const std::string& msg,
                    const Json& data) {
+  const bool final = kind == "succeeded" || kind == "failed" || kind == "stopped";
+  if (final) unacked_[job] = Pending{generation, kind, msg};
   auto c = ClientFor(options_, token_, 3);
   Json body{{"generation", generation}, {"kind", kind}, {"message", msg}};
   if (data.is_object()) body["data"] = data;
-  for (int attempt = 0; attempt < 3; ++attempt) {
+  for (int attempt = 0; attempt < (final ? 2 : 1); ++attempt) {
     auto r =
         c->Post("/v1/jobs/" + std::to_string(job) + "/report", body.dump(), "application/json");
     if (r && r->status < 500) {
@@ -596,10 +636,12 @@ void Agent::Report(int64_t job, int64_t generation, const std::string& kind, con
         log_.Info("agent", "report not taken: " + r->body.substr(0, 200),
                   {{"job", job}, {"kind", kind}});
       }
-      return;
+      if (final) unacked_.erase(job);
+      return true;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+  return false;
 }
 
 }  // namespace unipool::agent

@@ -85,8 +85,10 @@ class Agent {
   void StartRun(const Json& a);
   void Finish(int64_t job, LocalRun& run);
   void ForwardReports(int64_t job, LocalRun& run);
-  void Report(int64_t job, int64_t generation, const std::string& kind, const std::string& msg,
+  // True when the server answered (whatever it said).
+  bool Report(int64_t job, int64_t generation, const std::string& kind, const std::string& msg,
               const Json& data = Json());
+  void RetryReports();
   std::vector<ProcessSpec> Processes(const Json& a, LocalRun& run) const;
   void ServeLogs();
   std::string Health();
@@ -113,6 +115,12 @@ class Agent {
 
   std::map<int64_t, std::unique_ptr<LocalRun>> runs_;  // by job; main loop only
   std::map<int64_t, int64_t> done_;                    // job -> generation that ended here
+  struct Pending {
+    int64_t generation;
+    std::string kind, message;
+  };
+  std::map<int64_t, Pending> unacked_;  // final reports not yet taken; main loop only
+  int64_t last_retry_ms_ = 0;
   std::atomic<bool> fenced_{false};
   std::mutex pids_mu_;
   std::set<pid_t> pgids_;  // process groups of every run (the fence kills them)

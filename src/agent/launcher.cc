@@ -118,14 +118,16 @@ std::string DiagnoseLog(const std::string& tail) {
 
 ProcessGroup::~ProcessGroup() {
   if (!pids_.empty()) Kill();
-  for (auto& t : copiers_) {
-    if (t.joinable()) t.join();
-  }
 }
 
 Status ProcessGroup::Start(const std::vector<ProcessSpec>& procs) {
   for (const ProcessSpec& p : procs) {
-    std::filesystem::create_directories(std::filesystem::path(p.log_path).parent_path());
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(p.log_path).parent_path(), ec);
+    if (ec) {
+      Kill();
+      return Unavailable("cannot create the log directory of " + p.log_path + ": " + ec.message());
+    }
     int pipefd[2];
     if (pipe2(pipefd, O_CLOEXEC) != 0) {
       Kill();
@@ -170,7 +172,9 @@ Status ProcessGroup::Start(const std::vector<ProcessSpec>& procs) {
       _exit(127);
     }
     close(pipefd[1]);
-    copiers_.emplace_back(CopyLines, pipefd[0], p.log_path);
+    // Detached: a process that leaves its group (a daemon started with
+    // setsid) keeps the pipe open after the run ends; nothing waits for it.
+    std::thread(CopyLines, pipefd[0], p.log_path).detach();
     pids_.push_back(Proc{pid, p.rank, p.log_path});
     logs_.push_back(p.log_path);
   }
@@ -209,7 +213,11 @@ void ProcessGroup::Stop(int grace_s) {
 void ProcessGroup::Kill() {
   if (stop_deadline_ == 0) stop_deadline_ = NowMs();
   for (const Proc& p : pids_) kill(-p.pid, SIGKILL);
-  while (!Poll()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // A process in uninterruptible sleep (a GPU that fell off the bus) may
+  // never die: give up after 10 s rather than wedge the agent.
+  for (const int64_t end = NowMs() + 10000; !Poll() && NowMs() < end;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
 }
 
 bool ProcessGroup::all_ok() const {

@@ -79,7 +79,6 @@ class ProcessGroup {
   };
   std::vector<Proc> pids_;
   std::vector<ExitInfo> exits_;
-  std::vector<std::thread> copiers_;
   std::vector<std::string> logs_;
   int64_t stop_deadline_ = 0;  // steady-clock ms; 0 = not stopping
 };

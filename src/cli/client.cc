@@ -85,9 +85,13 @@ Result<Json> Client::Call(const std::string& method, const std::string& path,
     return Unavailable("cannot reach the server at " + config_.server + " (" +
                        httplib::to_string(res.error()) + ")");
   }
+  if (res->status >= 200 && res->status < 300 &&
+      res->get_header_value("Content-Type").starts_with("text/")) {
+    return Json(res->body);  // text (logs, metrics): never parsed
+  }
   Json j = Json::parse(res->body, nullptr, false);
   if (res->status >= 200 && res->status < 300) {
-    if (j.is_discarded()) return Json(res->body);  // text (metrics)
+    if (j.is_discarded()) return Json(res->body);
     return j;
   }
   std::string message = "HTTP " + std::to_string(res->status);

@@ -85,6 +85,18 @@ bool ParseId(const std::string& s, int64_t* out) {
   return *out > 0;
 }
 
+// Counts long polls in flight; ok() when under the cap.
+class LongPoll {
+ public:
+  LongPoll(std::atomic<int>& n, int cap) : n_(n), ok_(++n_ <= cap) {}
+  ~LongPoll() { --n_; }
+  bool ok() const { return ok_; }
+
+ private:
+  std::atomic<int>& n_;
+  bool ok_;
+};
+
 }  // namespace
 
 // One request in flight.
@@ -705,7 +717,10 @@ void ApiServer::Assignments(Call& c) {
     known.insert(v);
   }
   int64_t rev = control_.store().revision();
-  if (since > 0) {
+  // Long polls hold a server thread each: past the cap, answer at once so
+  // heartbeats and reports always find a thread.
+  LongPoll slot(long_polls_, options_.threads / 2);
+  if (since > 0 && slot.ok()) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout);
     bool mine = false;
     while (!mine && !stopping_) {
@@ -729,6 +744,9 @@ void ApiServer::Assignments(Call& c) {
   }
   Json items = Json::array();
   for (const JobRecord& j : control_.Assignments(node)) items.push_back(AssignmentJson(j));
+  // Act only on durable decisions: a run the server could forget in a
+  // crash must not start.
+  if (Status st = control_.store().Sync(control_.store().revision()); !st.ok()) return c.Fail(st);
   c.Reply(200, Json{{"items", items}, {"revision", rev}});
 }
 
@@ -830,8 +848,9 @@ void ApiServer::Watch(Call& c) {
       !c.Int("timeoutSeconds", 0, kMaxWatchSeconds, 30, &timeout)) {
     return;
   }
-  Result<std::vector<store::Event>> events =
-      control_.store().Watch("/" + kind + "/", since, std::chrono::seconds(timeout));
+  LongPoll slot(long_polls_, options_.threads / 2);
+  Result<std::vector<store::Event>> events = control_.store().Watch(
+      "/" + kind + "/", since, std::chrono::seconds(slot.ok() ? timeout : 0));
   if (!events.ok()) return c.Fail(events.status());
   Json items = Json::array();
   int64_t rev = since;

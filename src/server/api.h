@@ -32,7 +32,7 @@ struct ApiOptions {
   std::string tokens_path;  // the token file (re-read when it changes)
   std::string tls_cert;     // both set: HTTPS
   std::string tls_key;
-  int threads = 64;  // long-poll watches hold a thread each
+  int threads = 256;  // long polls hold a thread each, at most half of them
 };
 
 using Json = nlohmann::json;
@@ -92,6 +92,7 @@ class ApiServer {
   int64_t tokens_mtime_ = 0;
   int64_t tokens_checked_ = 0;
   std::atomic<bool> stopping_{false};
+  std::atomic<int> long_polls_{0};
 };
 
 }  // namespace unipool::server

@@ -457,19 +457,25 @@ Status ControlPlane::Report(int64_t id, int64_t generation, const std::string& k
       job.progress = data;  // memory only: the next write of the record keeps it
       return Status::Ok();
     }
-    if (kind == "succeeded") {
+    // A rank that dies because its peers stopped for a preemption is not a
+    // failure of the job: count it as that node having stopped.
+    const std::string k = kind == "failed" && job.state == JobState::kPreempting ? "stopped" : kind;
+    if (k == "succeeded") {
       UNIPOOL_RETURN_IF_ERROR(Finish(job, JobState::kSucceeded, "Succeeded", "succeeded", txn));
-    } else if (kind == "failed" && job.restarts >= job.request.restart.max_restarts) {
+    } else if (k == "failed" && job.restarts >= job.request.restart.max_restarts) {
       UNIPOOL_RETURN_IF_ERROR(
           Finish(job, JobState::kFailed, "Failed",
                  "failed after " + std::to_string(job.restarts) + " restarts: " + why, txn));
-    } else if (kind == "failed") {
+    } else if (k == "failed") {
       // Out of the scheduler until the backoff ends, then queued again with
       // its first submit time (it keeps its place).
       UNIPOOL_RETURN_IF_ERROR(sched_.Finish(JobId(id), now));
       ++job.restarts;
-      const Duration backoff =
-          Duration(job.request.restart.backoff.value() << std::min(job.restarts - 1, 10));
+      // Doubled per restart, capped at a day (no overflow for any spec).
+      const int64_t base =
+          std::min<int64_t>(job.request.restart.backoff.value(), Seconds(86400).value());
+      const Duration backoff = Duration(
+          std::min<int64_t>(base << std::min(job.restarts - 1, 10), Seconds(86400).value()));
       job.state = JobState::kPending;
       job.retry_at = now + backoff;
       backoff_.insert(id);
@@ -478,7 +484,7 @@ Status ControlPlane::Report(int64_t id, int64_t generation, const std::string& k
                 std::to_string(job.request.restart.max_restarts) + " in " +
                 std::to_string(backoff.value() / 1000000000) + "s from its checkpoint",
             txn);
-    } else if (kind == "stopped") {
+    } else if (k == "stopped") {
       if (job.state != JobState::kPreempting) {
         return FailedPrecondition("job " + std::to_string(id) + " was not asked to stop");
       }
@@ -494,7 +500,7 @@ Status ControlPlane::Report(int64_t id, int64_t generation, const std::string& k
       job.tasks.clear();
       Write(job, "Stopped",
             "stopped; resumes from its checkpoint of " + FormatTime(job.last_checkpoint), txn);
-    } else if (kind == "checkpoint") {
+    } else if (k == "checkpoint") {
       UNIPOOL_RETURN_IF_ERROR(sched_.Checkpointed(JobId(id), now));
       job.last_checkpoint = now;
       Write(job, "Checkpointed", "checkpoint written" + (why.empty() ? "" : ": " + why), txn);

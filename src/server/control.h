@@ -80,8 +80,8 @@ struct NodeRecord {
   std::string gpu_model;
   std::string admin;  // "" | cordoned | drained | flaky (with `why`)
   std::string why;
-  bool registered = false;  // an agent has joined as this node
-  bool alive = false;       // heartbeats within the lease
+  bool registered = false;      // an agent has joined as this node
+  bool alive = false;           // heartbeats within the lease
   bool not_responding = false;  // alive, but silent for a third of the lease: no new work
   Time last_heartbeat;
   std::string health = "unknown";

@@ -29,7 +29,7 @@ struct ServerOptions {
   // bounds how long a pass holds the state with a deep queue; the rest of
   // the queue waits for the next pass.
   int64_t max_attempts_per_cycle = 1000;
-  int threads = 64;
+  int threads = 256;  // HTTP threads; long polls may hold at most half
 };
 
 class Server {

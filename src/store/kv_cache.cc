@@ -142,6 +142,10 @@ Result<std::vector<Event>> KvCache::Watch(std::string_view prefix, int64_t since
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {
     if (!failed_.ok()) return failed_;
+    if (since < floor_) {  // trimmed while we waited
+      return FailedPrecondition("revision " + std::to_string(since) +
+                                " is compacted; list again and watch from the listed revision");
+    }
     std::vector<Event> out = Collect(prefix, since);
     if (!out.empty() || closed_) return out;
     // Events under other prefixes are skipped for good.

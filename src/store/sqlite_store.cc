@@ -3,8 +3,11 @@
 // watches; SQLite is written by one committer thread that takes all the
 // transactions applied since its last flush and writes them in one SQLite
 // transaction (group commit): one fsync acknowledges many writers.
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -79,7 +82,8 @@ Result<std::pair<std::vector<KeyValue>, int64_t>> Db::Load() {
                          nullptr) != SQLITE_OK) {
     return Error("read keys");
   }
-  while (sqlite3_step(s) == SQLITE_ROW) {
+  int rc = SQLITE_ROW;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
     KeyValue kv;
     kv.key = reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
     kv.value.assign(static_cast<const char*>(sqlite3_column_blob(s, 1)),
@@ -89,13 +93,16 @@ Result<std::pair<std::vector<KeyValue>, int64_t>> Db::Load() {
     kvs.push_back(std::move(kv));
   }
   sqlite3_finalize(s);
+  if (rc != SQLITE_DONE) return Error("read keys");  // never start from half a store
   int64_t revision = 0;
   if (sqlite3_prepare_v2(db_, "SELECT value FROM meta WHERE name = 'revision'", -1, &s, nullptr) !=
       SQLITE_OK) {
     return Error("read revision");
   }
-  if (sqlite3_step(s) == SQLITE_ROW) revision = sqlite3_column_int64(s, 0);
+  rc = sqlite3_step(s);
+  if (rc == SQLITE_ROW) revision = sqlite3_column_int64(s, 0);
   sqlite3_finalize(s);
+  if (rc != SQLITE_ROW) return Error("read revision");
   return std::make_pair(std::move(kvs), revision);
 }
 
@@ -137,11 +144,17 @@ class SqliteStore final : public Store {
     wake_.notify_all();
     if (committer_.joinable()) committer_.join();
     cache_.Close();
+    if (lock_fd_ >= 0) close(lock_fd_);  // releases the lock
   }
 
   Status Open(const std::string& dir) {
     if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
       return Unavailable("cannot create data directory " + dir + ": " + std::strerror(errno));
+    }
+    // One server per data directory: a second would hand out the same ids.
+    lock_fd_ = open((dir + "/LOCK").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (lock_fd_ < 0 || flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+      return Unavailable("data directory " + dir + " is in use by another unipool server");
     }
     UNIPOOL_RETURN_IF_ERROR(db_.Open(dir + "/unipool.db"));
     auto loaded = db_.Load();
@@ -197,6 +210,7 @@ class SqliteStore final : public Store {
   std::vector<std::pair<int64_t, Txn>> pending_;
   bool stop_ = false;
   std::thread committer_;
+  int lock_fd_ = -1;
 };
 
 }  // namespace

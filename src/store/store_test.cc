@@ -97,6 +97,7 @@ TEST_P(StoreTest, WatchSeesChangesInOrder) {
 }
 
 TEST_P(StoreTest, CompactedHistoryAsksForAList) {
+  store_.reset();  // one store per directory at a time
   store_ = Open(/*history=*/2);
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(store_->Commit(Txn().Put("/k", std::to_string(i))).ok());
   auto old = store_->Watch("/", 1, 1ms);
@@ -144,6 +145,18 @@ TEST(SqliteStoreTest, ReopenKeepsEverything) {
   ASSERT_TRUE((*s)->Commit(Txn().Put("/c", "3")).ok());
   EXPECT_EQ((*s)->revision(), 3);
   s = Result<std::unique_ptr<Store>>(Unavailable("closed"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(SqliteStoreTest, OneServerPerDataDirectory) {
+  const std::string dir = TempDir("lock");
+  auto first = OpenSqliteStore(dir);
+  ASSERT_TRUE(first.ok());
+  auto second = OpenSqliteStore(dir);
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.status().message().find("in use"), std::string::npos);
+  first = Result<std::unique_ptr<Store>>(Unavailable("closed"));
+  EXPECT_TRUE(OpenSqliteStore(dir).ok());  // free again
   std::filesystem::remove_all(dir);
 }
 
