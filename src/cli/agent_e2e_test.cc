@@ -348,7 +348,11 @@ TEST_F(AgentE2eTest, PyTorchDdpSurvivesKillNineOfAnAgent) {
   EXPECT_EQ(done["restarts"], 1);
   EXPECT_EQ(Json::parse(ReadAll(Ckpt(id) + "/done.json"))["step"], 300);
   EXPECT_TRUE(fs::exists(Ckpt(id) + "/ckpt-300.pt"));
-  if (std::getenv("UNIPOOL_TEST_VERBOSE")) {
+  if (HasFailure() || std::getenv("UNIPOOL_TEST_VERBOSE")) {  // what happened, for CI logs
+    for (const char* n : {"n0", "n1", "n2"}) {
+      const std::string log = ReadAll(server_.dir() + "/agents/" + n + ".log");
+      std::cerr << "--- agent " << n << "\n" << log.substr(log.size() > 3000 ? log.size() - 3000 : 0);
+    }
     std::cerr << server_.Call("GET", "/v1/jobs/" + std::to_string(id) + "/events", "admin").body
               << "\n";
   }

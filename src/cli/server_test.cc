@@ -142,6 +142,12 @@ TEST(ServerTest, PreemptionThroughTheApi) {
   Json pre = WaitForState(s, low, "Preempting");
   EXPECT_NE(pre["message"].get<std::string>().find("preempted for job " + std::to_string(high)),
             std::string::npos);
+  // A restart in the middle of a preemption keeps it going.
+  s.Stop();
+  s.Start();
+  Json still = s.Call("GET", "/v1/jobs/" + std::to_string(low), "admin").json();
+  EXPECT_EQ(still["state"], "Preempting") << still.dump();
+  EXPECT_EQ(still["preemptDeadline"], pre["preemptDeadline"]);
   // The agent says the processes are gone (an admin stands in for it).
   HttpReply stopped = s.Call("POST", "/v1/jobs/" + std::to_string(low) + "/report", "admin",
                              Json{{"generation", pre["generation"]}, {"kind", "stopped"}}.dump());

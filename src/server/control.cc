@@ -190,6 +190,10 @@ Status ControlPlane::RecoverJob(JobRecord& job) {
   if (job.state != JobState::kPending) {
     Status st = sched_.Restore(*spec, ToPlacement(job.tasks), job.submitted, job.started,
                                job.last_checkpoint, job.restarts);
+    if (st.ok() && job.state == JobState::kPreempting) {
+      // Still stopping: the same deadline, then taken as gone if silent.
+      st = sched_.RestorePreempting(sched::JobId(job.id), job.preempt_deadline);
+    }
     if (st.ok()) return st;
     job.state = JobState::kPending;
     job.tasks.clear();
@@ -493,13 +497,18 @@ Status ControlPlane::Report(int64_t id, int64_t generation, const std::string& k
         const bool all = std::all_of(job.tasks.begin(), job.tasks.end(), [&](const TaskView& t) {
           return job.stopped_nodes.contains(t.node);
         });
-        if (!all) return Status::Ok();  // the others are still stopping
+        if (!all) {  // the others are still stopping: remember this one durably
+          txn.Put(JobKey(job.id), JobToJson(job).dump());
+        }
       }
-      UNIPOOL_RETURN_IF_ERROR(sched_.Stopped(JobId(id), now));
-      job.state = JobState::kPending;
-      job.tasks.clear();
-      Write(job, "Stopped",
-            "stopped; resumes from its checkpoint of " + FormatTime(job.last_checkpoint), txn);
+      if (txn.ops.empty()) {
+        UNIPOOL_RETURN_IF_ERROR(sched_.Stopped(JobId(id), now));
+        job.state = JobState::kPending;
+        job.tasks.clear();
+        job.stopped_nodes.clear();
+        Write(job, "Stopped",
+              "stopped; resumes from its checkpoint of " + FormatTime(job.last_checkpoint), txn);
+      }
     } else if (k == "checkpoint") {
       UNIPOOL_RETURN_IF_ERROR(sched_.Checkpointed(JobId(id), now));
       job.last_checkpoint = now;
@@ -508,7 +517,7 @@ Status ControlPlane::Report(int64_t id, int64_t generation, const std::string& k
       return InvalidArgument("kind: expected succeeded, failed, stopped or checkpoint, got '" +
                              kind + "'");
     }
-    dirty_ = true;
+    dirty_ = true;  // (progress returned early; the kinds were checked on entry)
     if (txn.ops.empty()) return Status::Ok();
     Result<int64_t> r = ApplyLocked(txn);
     if (!r.ok()) return r.status();
@@ -933,7 +942,9 @@ void ControlPlane::UpdateGauges() {
   // GPUs and nodes by partition and state.
   std::map<std::string, int64_t> allocated;  // by node
   for (int64_t id : active_) {
-    for (const TaskView& t : jobs_.at(id).tasks) allocated[t.node] += t.gpus.size();
+    const JobRecord& j = jobs_.at(id);
+    if (j.state != JobState::kRunning && j.state != JobState::kPreempting) continue;
+    for (const TaskView& t : j.tasks) allocated[t.node] += t.gpus.size();
   }
   std::map<std::pair<std::string, std::string>, int64_t> gpus, nodes;
   for (int32_t i = 0; i < topo_.num_nodes(); ++i) {

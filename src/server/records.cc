@@ -80,6 +80,7 @@ Json JobToJson(const JobRecord& job) {
               {"lostGpuSeconds", job.lost_gpu_seconds},
               {"events", job.events},
               {"tasks", tasks},
+              {"stoppedNodes", job.stopped_nodes},
               {"spec", io::JobRequestToJson(job.request)}};
 }
 
@@ -99,6 +100,9 @@ Result<JobRecord> JobFromJson(const Json& j) {
     job.lost_gpu_seconds = j.at("lostGpuSeconds").get<int64_t>();
     job.events = j.at("events").get<int64_t>();
     if (j.contains("progress") && j["progress"].is_object()) job.progress = j["progress"].dump();
+    if (j.contains("stoppedNodes")) {
+      for (const Json& n : j.at("stoppedNodes")) job.stopped_nodes.insert(n.get<std::string>());
+    }
     for (const Json& t : j.at("tasks")) {
       job.tasks.push_back(
           TaskView{t.at("node").get<std::string>(), t.at("gpus").get<std::vector<int>>()});

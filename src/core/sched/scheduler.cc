@@ -10,10 +10,14 @@ namespace unipool::sched {
 
 const char* JobPhaseName(JobPhase p) {
   switch (p) {
-    case JobPhase::kPending: return "pending";
-    case JobPhase::kRunning: return "running";
-    case JobPhase::kPreempting: return "preempting";
-    case JobPhase::kDone: return "done";
+    case JobPhase::kPending:
+      return "pending";
+    case JobPhase::kRunning:
+      return "running";
+    case JobPhase::kPreempting:
+      return "preempting";
+    case JobPhase::kDone:
+      return "done";
   }
   return "unknown";
 }
@@ -22,7 +26,7 @@ const char* JobPhaseName(JobPhase p) {
 struct Scheduler::CycleState {
   Time now;
   int64_t attempts = 0;
-  bool any_blocked = false;       // some job could not get GPUs
+  bool any_blocked = false;         // some job could not get GPUs
   bool reservation_active = false;  // jobs from here on respect it
   int preemption_attempts = 0;
   std::set<JobId> held_back;  // stopped victims of a preemptor still waiting
@@ -44,8 +48,9 @@ Scheduler::Scheduler(const Topology& topo, SchedulerOptions options)
     : topo_(&topo),
       options_(options),
       global_(topo),
-      placer_(options.placer == PlacerKind::kFirstFit ? static_cast<const Placer&>(first_fit_placer_)
-                                                      : topology_placer_) {
+      placer_(options.placer == PlacerKind::kFirstFit
+                  ? static_cast<const Placer&>(first_fit_placer_)
+                  : topology_placer_) {
   const int32_t nodes = topo.num_nodes();
   const size_t parts = topo.partitions().size();
   if (parts > 1) {
@@ -139,7 +144,8 @@ Status Scheduler::Check(const JobSpec& spec) const {
   if (spec.gpus.value() < 1) return InvalidArgument(job + ": gpus must be >= 1");
   const int32_t g = TaskGpus(spec);
   if (g < 1 || g > global_.max_node_gpus()) {
-    return InvalidArgument(job + ": " + std::to_string(g) + " GPUs per task, but the largest node has " +
+    return InvalidArgument(job + ": " + std::to_string(g) +
+                           " GPUs per task, but the largest node has " +
                            std::to_string(global_.max_node_gpus()));
   }
   if (spec.gpus.value() % g != 0) {
@@ -150,7 +156,8 @@ Status Scheduler::Check(const JobSpec& spec) const {
     const int64_t step = spec.step.value() > 0 ? spec.step.value() : g;
     if (step % g != 0 || spec.min_gpus.value() % g != 0 || spec.min_gpus > spec.gpus ||
         (spec.gpus.value() - spec.min_gpus.value()) % step != 0) {
-      return InvalidArgument(job + ": elastic sizes must run from min to max in steps that are "
+      return InvalidArgument(job +
+                             ": elastic sizes must run from min to max in steps that are "
                              "multiples of GPUs per task");
     }
   }
@@ -193,8 +200,7 @@ Status Scheduler::Restore(const JobSpec& spec, const Placement& placement, Time 
       return InvalidArgument(job + ": placement not sorted by node");
     }
     if ((global_.free_mask(t.node) & t.gpus) != t.gpus) {
-      return FailedPrecondition(job + ": GPUs on " + topo_->node_name(t.node) +
-                                " are not free");
+      return FailedPrecondition(job + ": GPUs on " + topo_->node_name(t.node) + " are not free");
     }
   }
   JobInfo info;
@@ -233,6 +239,19 @@ void Scheduler::MakePending(JobInfo& job, Time now) {
 
 static Status Unknown(JobId id) {
   return NotFound("job " + std::to_string(id.value()) + " is not known to the scheduler");
+}
+
+Status Scheduler::RestorePreempting(JobId id, Time deadline) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return Unknown(id);
+  JobInfo& job = it->second;
+  if (job.phase != JobPhase::kRunning) {
+    return FailedPrecondition("job " + std::to_string(id.value()) + " is not running");
+  }
+  job.phase = JobPhase::kPreempting;
+  job.preempt_deadline = deadline;
+  preempting_.insert(id);
+  return Status::Ok();
 }
 
 Status Scheduler::Cancel(JobId id, Time now) {
@@ -336,9 +355,9 @@ Status Scheduler::SetNodeStates(const std::vector<NodeId>& nodes, NodeState stat
       while (!fails.empty() && now - fails.front() > options_.flaky_window) fails.pop_front();
       failed.push_back(node);
       if (static_cast<int>(fails.size()) >= options_.flaky_failures) {
-        out_.push_back(CordonNode{node, std::to_string(fails.size()) + " failures within " +
-                                            std::to_string(options_.flaky_window.value() / 1000000000) +
-                                            " s"});
+        out_.push_back(CordonNode{
+            node, std::to_string(fails.size()) + " failures within " +
+                      std::to_string(options_.flaky_window.value() / 1000000000) + " s"});
       }
     }
     // A node with too many recent failures comes back flaky, not up; an
@@ -354,7 +373,8 @@ Status Scheduler::SetNodeStates(const std::vector<NodeId>& nodes, NodeState stat
   global_.Flush();
   for (auto& pool : partitions_) pool->Flush();
   std::set<JobId> hit;
-  for (NodeId node : failed) hit.insert(node_jobs_[node.value()].begin(), node_jobs_[node.value()].end());
+  for (NodeId node : failed)
+    hit.insert(node_jobs_[node.value()].begin(), node_jobs_[node.value()].end());
   for (JobId id : hit) RestartAfterFailure(jobs_.at(id), now);
   if (state == NodeState::kDrained) {
     for (NodeId node : nodes) {
@@ -412,7 +432,8 @@ void Scheduler::RestartAfterFailure(JobInfo& job, Time now) {
   job.lost_gpu_seconds += lost_work;
   stats_.failed_gpu_seconds += lost_work;
   stats_.requeues++;
-  out_.push_back(RequeueJob{job.spec.id, failed, std::max(job.last_checkpoint, job.started), lost_work});
+  out_.push_back(
+      RequeueJob{job.spec.id, failed, std::max(job.last_checkpoint, job.started), lost_work});
   for (const Task& t : lost) {
     auto& on = node_jobs_[t.node.value()];
     on.erase(std::remove(on.begin(), on.end(), job.spec.id), on.end());
@@ -472,7 +493,8 @@ void Scheduler::Commit(JobInfo& job, const Placement& p, int32_t partition, Time
     if ((t.gpus & ~held) == 0) continue;
     fresh.push_back(Task{t.node, t.gpus & ~held});
     auto& on = node_jobs_[t.node.value()];
-    if (held == 0 || std::find(on.begin(), on.end(), job.spec.id) == on.end()) on.push_back(job.spec.id);
+    if (held == 0 || std::find(on.begin(), on.end(), job.spec.id) == on.end())
+      on.push_back(job.spec.id);
   }
   ApplyToPools(fresh, /*take=*/true);
   const bool resize = job.phase == JobPhase::kRunning;
@@ -577,7 +599,8 @@ void Scheduler::PlacePreemptors(CycleState& cs) {
     it = preemptors_.erase(it);
     job.victims.clear();
     if (TryPlace(job, cs)) {
-      pending_[job.spec.queue.value()].erase(PendingKey{-job.spec.priority, job.submitted, job.spec.id});
+      pending_[job.spec.queue.value()].erase(
+          PendingKey{-job.spec.priority, job.submitted, job.spec.id});
       --pending_count_;
     }
   }
@@ -598,7 +621,8 @@ void Scheduler::PlaceInOrder(CycleState& cs) {
     heap.pop();
     auto& it = cursor[q];
     // Skip preemptors waiting on victims, and victims held back for them.
-    while (it != pending_[q].end() && (preemptors_.count(it->id) || cs.held_back.count(it->id))) ++it;
+    while (it != pending_[q].end() && (preemptors_.count(it->id) || cs.held_back.count(it->id)))
+      ++it;
     if (it == pending_[q].end()) continue;
     JobInfo& job = jobs_.at(it->id);
     if (cs.attempts >= options_.max_attempts_per_cycle) return;
@@ -664,7 +688,8 @@ std::vector<int32_t> Scheduler::CandidatePartitions(const JobInfo& job) const {
 // Global level: the partition where the gang fits at the lowest tier, the
 // preferred (data-local) one on a tie, then the fullest; partition level: the
 // placer in that partition's pool. Spanning jobs fall back to the whole pool.
-Scheduler::Attempt Scheduler::Search(const JobInfo& job, Gpus gpus, const PlaceRequest& base) const {
+Scheduler::Attempt Scheduler::Search(const JobInfo& job, Gpus gpus,
+                                     const PlaceRequest& base) const {
   PlaceRequest req = base;
   req.tasks = gpus.value() / job.spec.task_gpus;
   Attempt a;
@@ -675,9 +700,10 @@ Scheduler::Attempt Scheduler::Search(const JobInfo& job, Gpus gpus, const PlaceR
   int64_t most_free = 0, largest = 0;
   for (int32_t p : CandidatePartitions(job)) {
     const Pool& pool = PoolFor(p);
-    const int level = options_.placer == PlacerKind::kTopology
-                          ? topology_placer_.LowestLevel(pool, req)
-                          : (pool.TasksIn(topo_->top_tier(), GroupId(0), req.task_gpus) >= req.tasks ? 0 : -1);
+    const int level =
+        options_.placer == PlacerKind::kTopology
+            ? topology_placer_.LowestLevel(pool, req)
+            : (pool.TasksIn(topo_->top_tier(), GroupId(0), req.task_gpus) >= req.tasks ? 0 : -1);
     most_free = std::max(most_free, pool.Free(topo_->top_tier(), GroupId(0)));
     const int cap_level = std::min(req.max_level, pool.top_level());
     largest = std::max(largest, LargestBlock(pool, cap_level, req.task_gpus));
@@ -738,7 +764,8 @@ bool Scheduler::TryPlace(JobInfo& job, CycleState& cs) {
   if (s.required_tier >= 0) base.max_level = s.required_tier + 1;
   // Plan: respect the reservation of the job ahead.
   bool in_the_way = false;
-  const bool reserved_for_other = cs.reservation_active && reservation_ && reservation_->holder != s.id;
+  const bool reserved_for_other =
+      cs.reservation_active && reservation_ && reservation_->holder != s.id;
   if (reserved_for_other) {
     const bool ends_before = s.runtime_estimate.value() > 0 && reservation_->at.value() >= 0 &&
                              cs.now + s.runtime_estimate <= reservation_->at;
@@ -775,7 +802,8 @@ bool Scheduler::TryPlace(JobInfo& job, CycleState& cs) {
     if (!first_failure) first_failure = a.reason;
   }
   cs.any_blocked = true;
-  job.reason = first_failure ? *first_failure : PendingReason(reason::NotEnoughGpus{floor, free_gpus()});
+  job.reason =
+      first_failure ? *first_failure : PendingReason(reason::NotEnoughGpus{floor, free_gpus()});
   if (base.exclude && reservation_ && base.exclude->first == reservation_->tier &&
       base.exclude->second == reservation_->group && reservation_->holder != s.id) {
     job.reason = reason::WaitingForReservation{reservation_->holder, reservation_->at};
@@ -844,7 +872,8 @@ bool Scheduler::TryPreempt(JobInfo& job, CycleState& cs) {
   for (const Candidate& c : candidates) total += jobs_.at(c.id).allocated().value();
   if (total < need.value()) return false;
   // Usable GPUs each candidate frees per group: [tier][group] -> (candidate, gpus).
-  std::vector<std::unordered_map<int32_t, std::vector<std::pair<size_t, int64_t>>>> freed(max_tier + 1);
+  std::vector<std::unordered_map<int32_t, std::vector<std::pair<size_t, int64_t>>>> freed(max_tier +
+                                                                                          1);
   for (size_t c = 0; c < candidates.size(); ++c) {
     for (const Task& t : jobs_.at(candidates[c].id).placement.tasks) {
       if (!global_.usable(t.node)) continue;
@@ -882,7 +911,8 @@ bool Scheduler::TryPreempt(JobInfo& job, CycleState& cs) {
     }
   }
   std::sort(options.begin(), options.end(), [](const Option& a, const Option& b) {
-    return std::tie(a.cost, a.victims, a.tier, a.group) < std::tie(b.cost, b.victims, b.tier, b.group);
+    return std::tie(a.cost, a.victims, a.tier, a.group) <
+           std::tie(b.cost, b.victims, b.tier, b.group);
   });
   constexpr size_t kTrials = 8;
   for (size_t i = 0; i < options.size() && i < kTrials; ++i) {
@@ -948,7 +978,8 @@ bool Scheduler::TryShrink(JobInfo& job, const PlaceRequest& base, CycleState& cs
     const int64_t spare = (e.allocated() - e.spec.min_gpus).value();
     const int64_t step = e.spec.step.value();
     Cut c{id, e.placement.tasks, {}, 0};
-    while (!c.keep.empty() && global_.usable(c.keep.back().node) && free_now + freed + c.gpus < need) {
+    while (!c.keep.empty() && global_.usable(c.keep.back().node) &&
+           free_now + freed + c.gpus < need) {
       const int64_t g = CountGpus(c.keep.back().gpus);
       if (c.gpus + g > spare) break;
       c.gpus += g;
@@ -1004,7 +1035,8 @@ void Scheduler::Reserve(JobInfo& job, CycleState& cs) {
   if (reservation_ && reservation_->holder == job.spec.id &&
       cs.now - reservation_->computed < options_.reservation_refresh) {
     if (reservation_->at.value() >= 0) {
-      job.reason = reason::HoldsReservation{reservation_->at, reservation_->tier, reservation_->group};
+      job.reason =
+          reason::HoldsReservation{reservation_->at, reservation_->tier, reservation_->group};
     }
     return;
   }
@@ -1051,7 +1083,8 @@ void Scheduler::Reserve(JobInfo& job, CycleState& cs) {
       if (!any_partition) {
         const int32_t p = topo_->node_partition(t.node);
         if (s.partition >= 0 && p != s.partition) continue;
-        const int64_t have = (freed_partition[p] += gpus) + PoolFor(p).Free(topo_->top_tier(), GroupId(0));
+        const int64_t have =
+            (freed_partition[p] += gpus) + PoolFor(p).Free(topo_->top_tier(), GroupId(0));
         if (have >= need && res.at.value() < 0) {
           res.at = ends[i].first;  // somewhere in partition p: keep no group free
           res.tier = -1;
@@ -1132,9 +1165,9 @@ std::string Scheduler::ExplainReason(const PendingReason& r) const {
     const Scheduler& s;
     std::string operator()(const reason::New&) { return "waiting for the next scheduling cycle"; }
     std::string operator()(const reason::OverLimit& o) {
-      return "queue '" + s.queues_.spec(o.queue).name + "' is at its limit: " +
-             std::to_string(o.used.value()) + " of " + std::to_string(o.limit.value()) +
-             " GPUs in use";
+      return "queue '" + s.queues_.spec(o.queue).name +
+             "' is at its limit: " + std::to_string(o.used.value()) + " of " +
+             std::to_string(o.limit.value()) + " GPUs in use";
     }
     std::string operator()(const reason::NoBorrowing& o) {
       return "queue '" + s.queues_.spec(o.queue).name +
@@ -1145,8 +1178,8 @@ std::string Scheduler::ExplainReason(const PendingReason& r) const {
              std::to_string(o.free.value()) + " free";
     }
     std::string operator()(const reason::NoContiguousBlock& o) {
-      return "no contiguous block: needs " + std::to_string(o.need.value()) +
-             " GPUs within one " + s.topo_->tier(o.tier).name + ", the largest free block is " +
+      return "no contiguous block: needs " + std::to_string(o.need.value()) + " GPUs within one " +
+             s.topo_->tier(o.tier).name + ", the largest free block is " +
              std::to_string(o.largest.value());
     }
     std::string operator()(const reason::BehindFifoHead& o) {
@@ -1166,7 +1199,8 @@ std::string Scheduler::ExplainReason(const PendingReason& r) const {
     std::string operator()(const reason::WaitingForPreemption& o) {
       std::string ids;
       for (JobId v : o.victims) ids += (ids.empty() ? "" : ", ") + std::to_string(v.value());
-      return "preempting job(s) " + ids + " to make room; they have their grace period to checkpoint";
+      return "preempting job(s) " + ids +
+             " to make room; they have their grace period to checkpoint";
     }
     std::string operator()(const reason::Infeasible& o) { return "can never run: " + o.why; }
   };
@@ -1177,10 +1211,12 @@ std::string Scheduler::Explain(JobId id) const {
   const JobInfo* job = Find(id);
   if (!job) return "unknown job";
   switch (job->phase) {
-    case JobPhase::kPending: return "pending: " + ExplainReason(job->reason);
+    case JobPhase::kPending:
+      return "pending: " + ExplainReason(job->reason);
     case JobPhase::kPreempting:
       return "preempting: must stop by " + At(job->preempt_deadline);
-    default: break;
+    default:
+      break;
   }
   std::string out = "running on " + DescribePlacement(*topo_, job->placement);
   if (job->partition >= 0 && topo_->partitions().size() > 1) {
@@ -1200,14 +1236,18 @@ Status Scheduler::CheckInvariants() const {
     const bool size_ok = j.spec.min_gpus.value() > 0
                              ? gpus >= j.spec.min_gpus.value() && gpus <= j.spec.gpus.value()
                              : gpus == j.spec.gpus.value();
-    if (!size_ok) return Status(StatusCode::kInternal, "job " + std::to_string(id.value()) + " holds " + std::to_string(gpus) + " GPUs");
+    if (!size_ok)
+      return Status(StatusCode::kInternal, "job " + std::to_string(id.value()) + " holds " +
+                                               std::to_string(gpus) + " GPUs");
     for (const Task& t : j.placement.tasks) {
       if (used[t.node.value()] & t.gpus) {
-        return Status(StatusCode::kInternal, "a GPU on node " + topo_->node_name(t.node) + " is allocated twice");
+        return Status(StatusCode::kInternal,
+                      "a GPU on node " + topo_->node_name(t.node) + " is allocated twice");
       }
       used[t.node.value()] |= t.gpus;
       if (global_.free_mask(t.node) & t.gpus) {
-        return Status(StatusCode::kInternal, "node " + topo_->node_name(t.node) + " shows allocated GPUs as free");
+        return Status(StatusCode::kInternal,
+                      "node " + topo_->node_name(t.node) + " shows allocated GPUs as free");
       }
     }
     for (QueueId q = j.spec.queue; q.valid(); q = queues_.parent(q)) queue_used[q.value()] += gpus;
@@ -1225,12 +1265,14 @@ Status Scheduler::CheckInvariants() const {
   for (const auto& set : pending_) {
     for (const PendingKey& k : set) {
       if (jobs_.at(k.id).phase != JobPhase::kPending) {
-        return Status(StatusCode::kInternal, "job " + std::to_string(k.id.value()) + " is queued but not pending");
+        return Status(StatusCode::kInternal,
+                      "job " + std::to_string(k.id.value()) + " is queued but not pending");
       }
       ++pending;
     }
   }
-  if (pending != pending_count_) return Status(StatusCode::kInternal, "pending count is out of step");
+  if (pending != pending_count_)
+    return Status(StatusCode::kInternal, "pending count is out of step");
   return Status::Ok();
 }
 

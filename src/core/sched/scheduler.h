@@ -92,7 +92,7 @@ struct JobInfo {
   Time started;          // of the current run
   Time last_checkpoint;  // of the current run; = started until one is reported
   Time preempt_deadline;
-  Placement placement;   // while running or preempting
+  Placement placement;  // while running or preempting
   int32_t partition = -1;
   int32_t restarts = 0;
   int32_t preemptions = 0;
@@ -100,15 +100,15 @@ struct JobInfo {
   bool borrowing = false;        // started beyond its queue's guarantee
   bool backfilled = false;       // started in a reservation's way
   PendingReason reason = reason::New{};
-  std::vector<JobId> victims;    // preemptions under way for this job
+  std::vector<JobId> victims;  // preemptions under way for this job
   Time last_preempt_attempt = Time(-1);
   Gpus allocated() const { return placement.gpus(); }
 };
 
 struct SchedulerStats {
   int64_t cycles = 0;
-  int64_t placements = 0;       // StartJob + ResizeJob decisions
-  int64_t attempts = 0;         // placement searches
+  int64_t placements = 0;  // StartJob + ResizeJob decisions
+  int64_t attempts = 0;    // placement searches
   int64_t preemptions = 0;
   int64_t preemption_searches = 0;  // looks at every running job for victims
   int64_t reservations = 0;         // reservation computations
@@ -138,6 +138,9 @@ class Scheduler {
   // Errors: as Submit, plus a GPU of the placement not free or not usable.
   Status Restore(const JobSpec& spec, const Placement& placement, Time submitted, Time started,
                  Time last_checkpoint, int32_t restarts);
+  // A restored job was being preempted: it stops by `deadline` (or is taken
+  // as gone stop_timeout after it). Errors: unknown or not running.
+  Status RestorePreempting(JobId job, Time deadline);
   // Removes a pending job, or releases a running one's GPUs at once.
   Status Cancel(JobId job, Time now);
   // A running job ended (success or a terminal failure): its GPUs are free.
@@ -236,8 +239,8 @@ class Scheduler {
   const Topology* topo_;
   SchedulerOptions options_;
   QueueTree queues_;
-  Pool global_;                                    // every node
-  std::vector<std::unique_ptr<Pool>> partitions_;  // one per partition
+  Pool global_;                                        // every node
+  std::vector<std::unique_ptr<Pool>> partitions_;      // one per partition
   std::vector<std::vector<int32_t>> group_partition_;  // [tier][group]: -1 mixed
   TopologyPlacer topology_placer_;
   FirstFitPlacer first_fit_placer_;
@@ -246,15 +249,15 @@ class Scheduler {
   std::unordered_map<JobId, JobInfo> jobs_;
   std::vector<std::set<PendingKey>> pending_;  // [queue]
   size_t pending_count_ = 0;
-  std::set<JobId> running_;                     // running and preempting
-  std::vector<std::vector<JobId>> node_jobs_;   // [node]
-  std::vector<std::deque<Time>> node_failures_; // [node]
+  std::set<JobId> running_;                      // running and preempting
+  std::vector<std::vector<JobId>> node_jobs_;    // [node]
+  std::vector<std::deque<Time>> node_failures_;  // [node]
   std::vector<NodeState> node_state_;
-  std::vector<bool> spare_;                     // [node] a hot spare
-  std::set<JobId> preemptors_;                  // jobs whose victims are stopping
-  std::set<JobId> elastic_;                     // running elastic jobs
-  std::set<JobId> preempting_;                  // told to stop, not yet gone
-  bool freed_since_grow_ = true;                // GPUs came free since Grow last ran
+  std::vector<bool> spare_;       // [node] a hot spare
+  std::set<JobId> preemptors_;    // jobs whose victims are stopping
+  std::set<JobId> elastic_;       // running elastic jobs
+  std::set<JobId> preempting_;    // told to stop, not yet gone
+  bool freed_since_grow_ = true;  // GPUs came free since Grow last ran
   std::multiset<int32_t> running_priorities_;
   // [tier][partition + 1]: GPUs of the largest group of the tier within the
   // partition (index 0: any), counting every node as if up and idle.
