@@ -16,7 +16,7 @@
 #include "agent/agent.h"
 #include "cli/client.h"
 #include "cli/commands.h"
-#include "cli/stop_signals.h"
+#include "cli/daemon.h"
 #include "io/cluster_reader.h"
 #include "io/yaml_fields.h"
 #include "server/server.h"
@@ -53,12 +53,7 @@ struct AgentFlags {
 int RunAgent(AgentFlags& f) {
   BlockStopSignals();  // before the agent starts its threads
   server::Logger log;
-  server::LogLevel level;
-  if (!server::ParseLogLevel(f.log_level, &level)) {
-    std::cerr << "error: --log-level: expected debug, info, warn or error\n";
-    return kExitBadInput;
-  }
-  log.set_level(level);
+  if (!SetLogLevel(log, f.log_level)) return kExitBadInput;
   if (f.gpus != "auto") {
     int64_t n = 0;
     if (!io::ParseInt64(f.gpus, &n) || n < 1 || n > 64) {

@@ -351,7 +351,8 @@ TEST_F(AgentE2eTest, PyTorchDdpSurvivesKillNineOfAnAgent) {
   if (HasFailure() || std::getenv("UNIPOOL_TEST_VERBOSE")) {  // what happened, for CI logs
     for (const char* n : {"n0", "n1", "n2"}) {
       const std::string log = ReadAll(server_.dir() + "/agents/" + n + ".log");
-      std::cerr << "--- agent " << n << "\n" << log.substr(log.size() > 3000 ? log.size() - 3000 : 0);
+      std::cerr << "--- agent " << n << "\n"
+                << log.substr(log.size() > 3000 ? log.size() - 3000 : 0);
     }
     std::cerr << server_.Call("GET", "/v1/jobs/" + std::to_string(id) + "/events", "admin").body
               << "\n";

@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "cli/commands.h"
-#include "cli/stop_signals.h"
+#include "cli/daemon.h"
 #include "io/yaml_fields.h"
 #include "server/server.h"
 
@@ -40,12 +40,7 @@ Status ParseListen(const std::string& listen, server::ServerOptions* opt) {
 int RunServer(ServerFlags& f) {
   BlockStopSignals();  // before the store starts its thread
   server::Logger log;
-  server::LogLevel level;
-  if (!server::ParseLogLevel(f.log_level, &level)) {
-    std::cerr << "error: --log-level: expected debug, info, warn or error\n";
-    return kExitBadInput;
-  }
-  log.set_level(level);
+  if (!SetLogLevel(log, f.log_level)) return kExitBadInput;
   Duration lease;
   if (!io::ParseDuration(f.node_lease, &lease) || lease.value() <= 0) {
     std::cerr << "error: --node-lease: expected a duration like 30s, got '" << f.node_lease

@@ -54,4 +54,26 @@ class KvCache {
   bool closed_ = false;
 };
 
+// A Store whose reads, watches and durability waits are the KvCache's; the
+// two backends differ only in Apply (and how revisions become durable).
+class CachedStore : public Store {
+ public:
+  explicit CachedStore(size_t history) : cache_(history) {}
+  Status Sync(int64_t revision) override { return cache_.WaitDurable(revision); }
+  std::optional<KeyValue> Get(std::string_view key) const override { return cache_.Get(key); }
+  std::vector<KeyValue> Range(std::string_view prefix, std::string_view start_after,
+                              size_t limit) const override {
+    return cache_.Range(prefix, start_after, limit);
+  }
+  int64_t revision() const override { return cache_.revision(); }
+  Result<std::vector<Event>> Watch(std::string_view prefix, int64_t since,
+                                   std::chrono::milliseconds timeout) override {
+    return cache_.Watch(prefix, since, timeout);
+  }
+  void Close() override { cache_.Close(); }
+
+ protected:
+  KvCache cache_;
+};
+
 }  // namespace unipool::store

@@ -133,9 +133,9 @@ Status Db::Write(const std::vector<std::pair<int64_t, Txn>>& batch) {
   return Exec("COMMIT");
 }
 
-class SqliteStore final : public Store {
+class SqliteStore final : public CachedStore {
  public:
-  explicit SqliteStore(size_t history) : cache_(history) {}
+  explicit SqliteStore(size_t history) : CachedStore(history) {}
   ~SqliteStore() override {
     {
       std::lock_guard lock(mu_);
@@ -170,18 +170,6 @@ class SqliteStore final : public Store {
     if (rev.ok()) wake_.notify_one();
     return rev;
   }
-  Status Sync(int64_t revision) override { return cache_.WaitDurable(revision); }
-  std::optional<KeyValue> Get(std::string_view key) const override { return cache_.Get(key); }
-  std::vector<KeyValue> Range(std::string_view prefix, std::string_view start_after,
-                              size_t limit) const override {
-    return cache_.Range(prefix, start_after, limit);
-  }
-  int64_t revision() const override { return cache_.revision(); }
-  Result<std::vector<Event>> Watch(std::string_view prefix, int64_t since,
-                                   std::chrono::milliseconds timeout) override {
-    return cache_.Watch(prefix, since, timeout);
-  }
-  void Close() override { cache_.Close(); }
 
  private:
   void CommitLoop() {
@@ -203,7 +191,6 @@ class SqliteStore final : public Store {
     }
   }
 
-  KvCache cache_;
   Db db_;
   std::mutex mu_;
   std::condition_variable wake_;

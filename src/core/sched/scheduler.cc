@@ -172,16 +172,21 @@ Status Scheduler::Check(const JobSpec& spec) const {
   return Status::Ok();
 }
 
-Status Scheduler::Submit(const JobSpec& spec, Time now) {
-  UNIPOOL_RETURN_IF_ERROR(Check(spec));
+// A checked spec with its defaults filled in (task size, elastic step).
+JobInfo Scheduler::NewJob(const JobSpec& spec, Time submitted) const {
   JobInfo info;
   info.spec = spec;
   info.spec.task_gpus = TaskGpus(spec);
   if (info.spec.min_gpus.value() > 0 && info.spec.step.value() == 0) {
     info.spec.step = Gpus(info.spec.task_gpus);
   }
-  info.submitted = now;
-  auto [it, fresh] = jobs_.emplace(spec.id, std::move(info));
+  info.submitted = submitted;
+  return info;
+}
+
+Status Scheduler::Submit(const JobSpec& spec, Time now) {
+  UNIPOOL_RETURN_IF_ERROR(Check(spec));
+  auto [it, fresh] = jobs_.emplace(spec.id, NewJob(spec, now));
   MakePending(it->second, now);
   return Status::Ok();
 }
@@ -203,15 +208,8 @@ Status Scheduler::Restore(const JobSpec& spec, const Placement& placement, Time 
       return FailedPrecondition(job + ": GPUs on " + topo_->node_name(t.node) + " are not free");
     }
   }
-  JobInfo info;
-  info.spec = spec;
-  info.spec.task_gpus = TaskGpus(spec);
-  if (info.spec.min_gpus.value() > 0 && info.spec.step.value() == 0) {
-    info.spec.step = Gpus(info.spec.task_gpus);
-  }
-  info.submitted = submitted;
-  info.restarts = restarts;
-  JobInfo& j = jobs_.emplace(spec.id, std::move(info)).first->second;
+  JobInfo& j = jobs_.emplace(spec.id, NewJob(spec, submitted)).first->second;
+  j.restarts = restarts;
   Placement p = placement;
   ScorePlacement(*topo_, p);
   int32_t partition = topo_->node_partition(p.tasks.front().node);

@@ -227,6 +227,7 @@ class Scheduler {
 
   // Bookkeeping.
   Status Check(const JobSpec& spec) const;
+  JobInfo NewJob(const JobSpec& spec, Time submitted) const;
   int32_t TaskGpus(const JobSpec& spec) const;
   void MakePending(JobInfo& job, Time now);
   void Requeue(JobInfo& job, NodeId failed, Time now);
