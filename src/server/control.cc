@@ -883,7 +883,9 @@ void ControlPlane::ApplyDecision(const sched::Decision& d, Time now, Txn& txn) {
             const bool failure = x.failed_node.value() >= 0 || job.message.starts_with("task");
             if (failure) ++job.restarts;
             std::string why = x.failed_node.value() >= 0
-                                  ? "node " + topo_.node_name(x.failed_node) + " failed"
+                                  ? "node " + topo_.node_name(x.failed_node) +
+                                        " lost (no heartbeat within the lease: the node or its "
+                                        "agent died, or the network cut it off)"
                               : job.message.empty() ? "stopped"
                                                     : job.message;
             Write(job, "Requeued",
