@@ -191,11 +191,9 @@ void Agent::ServeLogs() {
     // The log of the process that runs `rank`: rank-R.log, else the
     // per-node process's log with the highest first rank below it.
     std::string path;
-    int best = -1;
     for (int r = rank; r >= 0 && path.empty(); --r) {
       if (fs::exists(dir + "/rank-" + std::to_string(r) + ".log")) {
         path = dir + "/rank-" + std::to_string(r) + ".log";
-        best = r;
       }
     }
     if (path.empty()) {
@@ -203,7 +201,6 @@ void Agent::ServeLogs() {
       res.set_content("no log for rank " + std::to_string(rank) + " here", "text/plain");
       return;
     }
-    (void)best;
     std::ifstream in(path, std::ios::binary | std::ios::ate);
     const int64_t size = in.tellg();
     int64_t offset = req.has_param("offset") ? std::stoll(req.get_param_value("offset")) : 0;

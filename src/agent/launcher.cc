@@ -13,6 +13,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "io/time_format.h"
+
 namespace unipool::agent {
 namespace {
 
@@ -20,19 +22,6 @@ int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
-}
-
-std::string Stamp() {
-  const auto now = std::chrono::system_clock::now();
-  const std::time_t t = std::chrono::system_clock::to_time_t(now);
-  const int ms = static_cast<int>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000);
-  std::tm tm;
-  gmtime_r(&t, &tm);
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ ", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
-  return buf;
 }
 
 // Copies `fd` to `path`, a timestamp before each line, until EOF.
@@ -46,7 +35,7 @@ void CopyLines(int fd, const std::string& path) {
     if (n <= 0) break;
     if (!out) continue;
     for (ssize_t i = 0; i < n; ++i) {
-      if (at_line_start) std::fputs(Stamp().c_str(), out);
+      if (at_line_start) std::fprintf(out, "%s ", io::FormatTime(io::WallClock()).c_str());
       std::fputc(buf[i], out);
       at_line_start = buf[i] == '\n';
     }

@@ -78,12 +78,9 @@ TEST(LauncherTest, StopSendsSigtermThenKillsTheWholeGroup) {
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   const pid_t child = std::stoi(Read(d + "/child"));
   r.Stop(/*grace_s=*/1);
-  const auto t0 = std::chrono::steady_clock::now();
   WaitAll(r);
-  const double waited =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_GE(waited, 0.9);  // it had its grace period
   ASSERT_EQ(r.exits().size(), 1u);
+  EXPECT_EQ(r.exits()[0].signal, SIGKILL);  // it ignored SIGTERM, so the grace ran out
   EXPECT_TRUE(r.exits()[0].stopped_by_us);
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   // Gone, or a zombie waiting for whoever reaps orphans here.
@@ -139,12 +136,12 @@ TEST(LauncherTest, JobsGetSigtermEvenWhenTheAgentBlocksIt) {
                   .ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   r.Stop(/*grace_s=*/20);
-  const auto t0 = std::chrono::steady_clock::now();
   WaitAll(r);
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5);
   ASSERT_EQ(r.exits().size(), 1u);
-  EXPECT_EQ(r.exits()[0].exit_code, 0);
+  EXPECT_EQ(r.exits()[0].exit_code, 0);  // its trap ran (SIGKILL would leave no exit code)
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the log copier
+  EXPECT_NE(Read(d + "/t.log").find("got TERM"), std::string::npos);
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 
 #include "cli/cli_test_util.h"
 #include "cli/server_test_util.h"
+#include "io/time_format.h"
 
 namespace unipool::testing {
 namespace {
@@ -46,13 +47,7 @@ class Proxy {
     listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
     int one = 1;
     setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    socklen_t len = sizeof a;
-    getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
+    port_ = BindLoopback(listen_fd_);
     listen(listen_fd_, 64);
     acceptor_ = std::thread([this] { Accept(); });
   }
@@ -83,10 +78,7 @@ class Proxy {
         continue;
       }
       const int s = socket(AF_INET, SOCK_STREAM, 0);
-      sockaddr_in a{};
-      a.sin_family = AF_INET;
-      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      a.sin_port = htons(target_);
+      sockaddr_in a = LoopbackAddress(target_);
       if (connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
         close(c);
         close(s);
@@ -139,7 +131,6 @@ class AgentE2eTest : public ::testing::Test {
   void StartAgent(const std::string& node, std::string url = "",
                   const std::string& health_check = "") {
     if (url.empty()) url = server_.url();
-    HttpReply j = server_.Call("GET", "/v1/summary", "admin");
     const std::string work = server_.dir() + "/agents/" + node;
     fs::create_directories(work);
     const pid_t pid = fork();
@@ -251,16 +242,11 @@ TEST_F(AgentE2eTest, KillNineOfAnAgentRestartsTheJobFromItsCheckpoint) {
   // The parts of the recovery, from the events' times and the first line
   // the new run's rank 0 logged (docs/benchmarks.md).
   auto ms_after_kill = [&](const std::string& rfc3339) {
-    std::tm tm{};
-    int ms = 0;
-    std::sscanf(rfc3339.c_str(), "%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms);
-    tm.tm_year -= 1900;
-    tm.tm_mon -= 1;
-    const int64_t t = static_cast<int64_t>(timegm(&tm)) * 1000 + ms;
+    const int64_t t = io::ParseTime(rfc3339).value().value() / 1000000;
     return t -
            std::chrono::duration_cast<std::chrono::milliseconds>(wall0.time_since_epoch()).count();
   };
+
   Json ev = server_.Call("GET", "/v1/jobs/" + std::to_string(id) + "/events", "admin").json();
   int64_t requeued = -1, started = -1;
   for (const Json& e : ev["items"]) {

@@ -25,14 +25,9 @@ using Json = nlohmann::json;
 // A port nobody listens on now: bind to port 0, read it back, close.
 int FreePort() {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  const int port = BindLoopback(fd);
   close(fd);
-  return ntohs(addr.sin_port);
+  return port;
 }
 
 const char* kJob =

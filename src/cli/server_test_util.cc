@@ -1,7 +1,9 @@
 #include "cli/server_test_util.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +18,22 @@
 namespace unipool::testing {
 
 namespace fs = std::filesystem;
+
+sockaddr_in LoopbackAddress(int port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  return a;
+}
+
+int BindLoopback(int fd) {
+  sockaddr_in a = LoopbackAddress(0);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  return ntohs(a.sin_port);
+}
 
 TestServer::TestServer(Options options) : options_(std::move(options)) {
   static int counter = 0;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <httplib.h>
+#include <netinet/in.h>
 #include <sys/types.h>
 
 #include <map>
@@ -19,6 +20,11 @@ struct HttpReply {
   std::string body;
   nlohmann::json json() const { return nlohmann::json::parse(body, nullptr, false); }
 };
+
+// 127.0.0.1:port as a socket address.
+struct sockaddr_in LoopbackAddress(int port);
+// Binds socket `fd` to a free loopback port and returns the port.
+int BindLoopback(int fd);
 
 class TestServer {
  public:

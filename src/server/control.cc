@@ -4,6 +4,7 @@
 #include <chrono>
 #include <thread>
 
+#include "io/time_format.h"
 #include "server/records.h"
 
 namespace unipool::server {
@@ -15,12 +16,6 @@ namespace {
 
 const char* kStateNames[] = {"Pending",   "Running", "Preempting",
                              "Succeeded", "Failed",  "Cancelled"};
-
-Time SystemClock() {
-  return Time(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                  std::chrono::system_clock::now().time_since_epoch())
-                  .count());
-}
 
 Status NoSuchJob(int64_t id) { return NotFound("job " + std::to_string(id) + " not found"); }
 
@@ -64,7 +59,7 @@ ControlPlane::ControlPlane(const Topology& topo, store::Store& store, ControlOpt
       metrics_(metrics),
       log_(log),
       sched_(topo, options_.sched) {
-  if (!options_.clock) options_.clock = SystemClock;
+  if (!options_.clock) options_.clock = io::WallClock;
   nodes_.resize(topo.num_nodes());
   for (int32_t i = 0; i < topo.num_nodes(); ++i) {
     const NodeId n(i);
@@ -281,13 +276,6 @@ sched::Placement ControlPlane::ToPlacement(const std::vector<TaskView>& tasks) c
   }
   std::sort(p.tasks.begin(), p.tasks.end(), [](auto& a, auto& b) { return a.node < b.node; });
   return p;
-}
-
-Scope ControlPlane::JobScope(const JobRecord& job) const {
-  Scope s;
-  s.all = false;
-  s.queues.insert(job.request.queue);
-  return s;
 }
 
 void ControlPlane::Write(JobRecord& job, const std::string& type, const std::string& message,
@@ -880,8 +868,7 @@ void ControlPlane::ApplyDecision(const sched::Decision& d, Time now, Txn& txn) {
             job.state = JobState::kPending;
             job.tasks.clear();
             job.lost_gpu_seconds += x.lost_gpu_seconds;
-            const bool failure = x.failed_node.value() >= 0 || job.message.starts_with("task");
-            if (failure) ++job.restarts;
+            if (x.failed_node.value() >= 0) ++job.restarts;  // a lost node: a failure
             std::string why = x.failed_node.value() >= 0
                                   ? "node " + topo_.node_name(x.failed_node) +
                                         " lost (no heartbeat within the lease: the node or its "

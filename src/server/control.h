@@ -232,7 +232,6 @@ class ControlPlane {
   void RetryAfterBackoff(Time now, store::Txn& txn);
   std::vector<TaskView> ToTasks(const sched::Placement& p) const;
   sched::Placement ToPlacement(const std::vector<TaskView>& tasks) const;
-  Scope JobScope(const JobRecord& job) const;
   Time Now() const { return options_.clock(); }
 
   const Topology& topo_;

@@ -4,6 +4,8 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
+#include "io/time_format.h"
+
 namespace unipool::server {
 namespace {
 
@@ -19,19 +21,6 @@ const char* LevelName(LogLevel l) {
       return "error";
   }
   return "info";
-}
-
-std::string Timestamp() {
-  const auto now = std::chrono::system_clock::now();
-  const std::time_t t = std::chrono::system_clock::to_time_t(now);
-  const auto ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
-  std::tm tm;
-  gmtime_r(&t, &tm);
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
-  return buf;
 }
 
 }  // namespace
@@ -50,7 +39,7 @@ void Logger::Log(LogLevel level, const char* component, const std::string& msg,
                  std::initializer_list<LogField> fields) {
   if (level < level_) return;
   nlohmann::ordered_json j;
-  j["ts"] = Timestamp();
+  j["ts"] = io::FormatTime(io::WallClock());
   j["level"] = LevelName(level);
   j["component"] = component;
   j["msg"] = msg;

@@ -5,15 +5,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/time_format.h"
 #include "server/control.h"
 
 namespace unipool::server {
 
 using Json = nlohmann::json;
 
-std::string FormatTime(Time t);
-// Errors: not RFC 3339 UTC ("...Z").
-Result<Time> ParseTime(const std::string& s);
+using io::FormatTime;
+using io::ParseTime;
 
 Json JobToJson(const JobRecord& job);
 Result<JobRecord> JobFromJson(const Json& j);
