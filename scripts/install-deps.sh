@@ -7,7 +7,7 @@ packages=(
   build-essential cmake pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libyaml-cpp-dev
-  libcpp-httplib-dev libsqlite3-dev libssl-dev
+  libcpp-httplib-dev libmicrohttpd-dev libsqlite3-dev libssl-dev
   prometheus wrk
   python3 python3-torch
 )

@@ -308,7 +308,7 @@ int RunUp(UpFlags& f) {
     stopping = true;
     srv.Stop();
   });
-  std::thread serving([&] { srv.Run(); });
+  std::thread serving([&] { (void)srv.Run(); });
   for (int i = 0; i < f.nodes; ++i) agents.push_back(SpawnAgent(url, data, i, f.gpus, f.lease));
 
   std::cout << "unipool is up: " << f.nodes << " nodes x " << f.gpus << " virtual GPUs at " << url

@@ -177,7 +177,7 @@ TEST_F(ServerApiTest, EveryBadRequestGetsA4xxNamingTheCause) {
       {"GET", "/v1/watch?revision=x", "admin", "", 400, "revision"},
       // Routes.
       {"GET", "/v2/jobs", "admin", "", 404, "no route"},
-      {"PUT", "/v1/jobs", "admin", "{}", 404, "no route"},
+      {"PUT", "/v1/jobs", "admin", "{}", 405, "method not allowed"},
   };
   ASSERT_GE(cases.size(), 50u);
   for (const Bad& b : cases) {

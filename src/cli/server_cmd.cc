@@ -78,7 +78,10 @@ int RunServer(ServerFlags& f) {
     std::ofstream(tmp) << (*s)->url() << "\n";
     std::rename(tmp.c_str(), f.address_file.c_str());
   }
-  (*s)->Run();
+  if (Status st = (*s)->Run(); !st.ok()) {
+    log.Error("server", "stopped on a fatal error: " + st.message());
+    return kExitFailed;
+  }
   log.Info("server", "stopped");
   return kExitOk;
 }

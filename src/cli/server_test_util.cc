@@ -19,6 +19,13 @@ namespace unipool::testing {
 
 namespace fs = std::filesystem;
 
+// A server may answer early (413) and close while a test still writes the
+// body: that is an EPIPE for the test to see, not a signal that kills it.
+[[maybe_unused]] static const bool kNoSigpipe = [] {
+  signal(SIGPIPE, SIG_IGN);
+  return true;
+}();
+
 sockaddr_in LoopbackAddress(int port) {
   sockaddr_in a{};
   a.sin_family = AF_INET;

@@ -4,27 +4,31 @@
 // fields are errors; sizes bounded) and answers JSON. Errors are
 //   {"error": {"code": "INVALID_ARGUMENT", "message": "spec.gpus: ..."}}
 // with 400 (bad input), 401 (no or unknown token), 403 (role), 404 (no such
-// thing, or not visible to the caller), 409 (conflict with the current
-// state), 413 (body too large), 503 (store failed).
+// thing, or not visible to the caller), 405 (a known path, another method),
+// 409 (conflict with the current state), 413 (body too large), 415 (a form
+// body), 429 (a limit; Retry-After says when to retry), 503 (store failed,
+// or busy: Retry-After).
 //
 // Also: GET /healthz and /readyz (no token), GET /metrics (admin and
 // read-only tokens) in the Prometheus text format, with request counts and
 // latencies by route and code.
+//
+// The transport is HttpServer (http.h): an event loop owns connections;
+// routing, authentication and the choice of worker lane happen there
+// (Admit), the handlers run on the lane's workers (Handle). The handlers of
+// each resource live in their own file: api_jobs.cc, api_nodes.cc,
+// api_cluster.cc; api_call.h is the request helper they share.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "server/auth.h"
 #include "server/control.h"
-
-namespace httplib {
-class Server;
-struct Request;
-struct Response;
-}  // namespace httplib
+#include "server/http.h"
 
 namespace unipool::server {
 
@@ -32,7 +36,7 @@ struct ApiOptions {
   std::string tokens_path;  // the token file (re-read when it changes)
   std::string tls_cert;     // both set: HTTPS
   std::string tls_key;
-  int threads = 256;  // long polls hold a thread each, at most half of them
+  HttpLimits limits;
 };
 
 using Json = nlohmann::json;
@@ -55,8 +59,22 @@ class ApiServer {
  private:
   struct Call;
   using Handler = void (ApiServer::*)(Call&);
-  void Route(const char* method, const std::string& pattern, const char* name, Handler h);
-  Status Authenticate(const httplib::Request& req, Principal* who);
+  struct RouteEntry {
+    std::string method;
+    std::vector<std::string> segments;  // "*" captures one segment
+    const char* name;                   // the route's label in metrics
+    Handler handler;
+    Lane lane;
+  };
+  void Route(const char* method, const std::string& pattern, const char* name, Handler h,
+             Lane lane = Lane::kUser);
+  // On the event loop: route, authenticate, pick the lane.
+  void Admit(HttpRequest& req, HttpResponse& res, Admission& adm);
+  // On a worker: the route's handler.
+  void Handle(HttpRequest& req, HttpResponse& res);
+  void Refused(const HttpRequest& req, const HttpResponse& res);
+  void Count(const char* route, const std::string& method, int status, double secs);
+  Status Authenticate(const HttpRequest& req, Principal* who);
   void ReloadTokens();
 
   // Handlers.
@@ -86,13 +104,16 @@ class ApiServer {
   Metrics& metrics_;
   Logger& log_;
   ApiOptions options_;
-  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<HttpServer> http_;
+  std::vector<RouteEntry> routes_;
   std::mutex tokens_mu_;
   std::shared_ptr<const TokenFile> tokens_;
   int64_t tokens_mtime_ = 0;
   int64_t tokens_checked_ = 0;
+  bool tokens_ok_ = true;  // false: the file is missing or broken; only node tokens work
   std::atomic<bool> stopping_{false};
-  std::atomic<int> long_polls_{0};
+  std::mutex serve_mu_;
+  std::condition_variable serve_cv_;
 };
 
 }  // namespace unipool::server

@@ -293,8 +293,19 @@ void ControlPlane::WriteNode(const NodeRecord& n, Txn& txn) {
 
 Result<int64_t> ControlPlane::ApplyLocked(const Txn& txn) {
   Result<int64_t> rev = store_.Apply(txn);
-  if (!rev.ok()) log_.Error("store", "write failed: " + rev.status().message());
+  if (!rev.ok()) {
+    log_.Error("store", "write failed: " + rev.status().message());
+    if (rev.status().code() == StatusCode::kUnavailable) {
+      store_failed_ = true;
+      store_error_ = rev.status().message();
+    }
+  }
   return rev;
+}
+
+std::string ControlPlane::WhyNotWritable() const {
+  std::lock_guard lock(mu_);
+  return store_failed_ ? "store failed: " + store_error_ : "";
 }
 
 // ---- Jobs ------------------------------------------------------------------
@@ -346,11 +357,31 @@ Result<JobRecord> ControlPlane::Get(int64_t id, const Scope& scope) const {
   return it->second;
 }
 
-std::vector<JobRecord> ControlPlane::List(const JobFilter& f, const Scope& scope) const {
+// About the bytes a job's JSON takes: its strings plus a fixed part.
+static size_t ApproxBytes(const JobRecord& j) {
+  const io::JobRequest& r = j.request;
+  size_t n = 1024 + r.name.size() + r.checkpoint_dir.size() + r.working_dir.size() +
+             r.image.size() + j.message.size() + j.progress.size();
+  for (const auto& [k, v] : r.labels) n += k.size() + v.size() + 8;
+  for (const auto& [k, v] : r.env) n += k.size() + v.size() + 8;
+  for (const std::string& s : r.command) n += s.size() + 4;
+  for (const std::string& s : r.args) n += s.size() + 4;
+  for (const std::string& s : r.volumes) n += s.size() + 4;
+  return n;
+}
+
+std::vector<JobRecord> ControlPlane::List(const JobFilter& f, const Scope& scope,
+                                          bool* more) const {
   std::lock_guard lock(mu_);
   std::vector<JobRecord> out;
+  size_t bytes = 0;
   auto it = f.before > 0 ? jobs_.lower_bound(f.before) : jobs_.end();
-  while (it != jobs_.begin() && out.size() < static_cast<size_t>(f.limit)) {
+  if (more) *more = false;
+  while (it != jobs_.begin()) {
+    if (out.size() >= static_cast<size_t>(f.limit) || (f.max_bytes > 0 && bytes >= f.max_bytes)) {
+      if (more) *more = true;
+      break;
+    }
     --it;
     const JobRecord& j = it->second;
     if (!scope.Sees(j.request.queue)) continue;
@@ -360,7 +391,9 @@ std::vector<JobRecord> ControlPlane::List(const JobFilter& f, const Scope& scope
       return std::find(j.request.labels.begin(), j.request.labels.end(), kv) !=
              j.request.labels.end();
     });
-    if (labels) out.push_back(j);
+    if (!labels) continue;
+    out.push_back(j);
+    bytes += ApproxBytes(j);
   }
   return out;
 }

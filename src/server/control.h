@@ -18,6 +18,7 @@
 // Thread safety: every public method may be called from any thread.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -118,6 +119,7 @@ struct JobFilter {
   std::vector<std::pair<std::string, std::string>> labels;  // all must match
   int64_t before = 0;  // page: ids below this (0 = from the newest)
   int32_t limit = 100;
+  size_t max_bytes = 0;  // stop after about this many bytes of specs (0 = no cap)
 };
 
 struct ControlOptions {
@@ -145,7 +147,9 @@ class ControlPlane {
   Status Validate(const io::JobRequest& request) const;
   // kNotFound also when the caller's scope does not see the job.
   Result<JobRecord> Get(int64_t id, const Scope& scope) const;
-  std::vector<JobRecord> List(const JobFilter& filter, const Scope& scope) const;
+  // Newest first. *more: the page stopped at the limit or the byte cap.
+  std::vector<JobRecord> List(const JobFilter& filter, const Scope& scope,
+                              bool* more = nullptr) const;
   Result<std::vector<JobEvent>> Events(int64_t id, const Scope& scope) const;
   // Why pending, or where it runs and why there.
   Result<std::string> Explain(int64_t id, const Scope& scope) const;
@@ -208,6 +212,11 @@ class ControlPlane {
   // Declares every metric the control plane writes. Once per Metrics.
   static void DeclareMetrics(Metrics& m);
 
+  // False once a store write failed (the disk is full or broken): /readyz
+  // answers 503 with WhyNotWritable().
+  bool Writable() const { return !store_failed_; }
+  std::string WhyNotWritable() const;
+
   const Topology& topology() const { return topo_; }
   store::Store& store() { return store_; }
 
@@ -251,6 +260,8 @@ class ControlPlane {
   std::vector<NodeRecord> nodes_;
   std::map<std::string, std::string> node_tokens_;  // token hash -> node
   int64_t next_id_ = 1;
+  std::atomic<bool> store_failed_{false};
+  std::string store_error_;  // mu_
 };
 
 }  // namespace unipool::server

@@ -44,7 +44,7 @@ Result<std::unique_ptr<Server>> Server::Open(const ServerOptions& options, Logge
   aopt.tokens_path = options.tokens_path;
   aopt.tls_cert = options.tls_cert;
   aopt.tls_key = options.tls_key;
-  aopt.threads = options.threads;
+  aopt.limits = options.http;
   s->api_ = std::make_unique<ApiServer>(*s->control_, s->metrics_, log, aopt);
   UNIPOOL_RETURN_IF_ERROR(s->api_->Init());
   return s;
@@ -72,6 +72,10 @@ void Server::ReconcileLoop() {
     Status st = control_->Reconcile();
     if (!st.ok()) {
       log_.Error("control", "reconcile failed, stopping: " + st.message());
+      {
+        std::lock_guard lock(fatal_mu_);
+        fatal_ = Status(StatusCode::kInternal, "reconcile failed: " + st.message());
+      }
       api_->Stop();
       return;
     }
@@ -83,7 +87,7 @@ void Server::ReconcileLoop() {
   }
 }
 
-void Server::Run() {
+Status Server::Run() {
   reconciler_ = std::thread([this] { ReconcileLoop(); });
   log_.Info("server", "serving",
             {{"url", url()},
@@ -92,6 +96,8 @@ void Server::Run() {
   api_->Serve();
   stop_ = true;
   if (reconciler_.joinable()) reconciler_.join();
+  std::lock_guard lock(fatal_mu_);
+  return fatal_;
 }
 
 void Server::Stop() {

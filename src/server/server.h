@@ -29,7 +29,7 @@ struct ServerOptions {
   // bounds how long a pass holds the state with a deep queue; the rest of
   // the queue waits for the next pass.
   int64_t max_attempts_per_cycle = 1000;
-  int threads = 256;  // HTTP threads; long polls may hold at most half
+  HttpLimits http;  // connections, workers per lane, timeouts, per-client caps
 };
 
 class Server {
@@ -41,8 +41,9 @@ class Server {
 
   // Binds the listening socket; returns the port.
   Result<int> Bind();
-  // Serves and reconciles until Stop().
-  void Run();
+  // Serves and reconciles until Stop(). Not OK when it stopped on a fatal
+  // error (the caller exits non-zero, so a supervisor restarts it).
+  Status Run();
   // May be called from any thread.
   void Stop();
 
@@ -62,6 +63,8 @@ class Server {
   std::unique_ptr<ApiServer> api_;
   std::thread reconciler_;
   std::atomic<bool> stop_{false};
+  std::mutex fatal_mu_;
+  Status fatal_;
   int port_ = 0;
 };
 

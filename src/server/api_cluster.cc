@@ -1,0 +1,91 @@
+// Cluster-wide handlers: /metrics, /v1/summary, /v1/queues and /v1/watch.
+#include "server/api_call.h"
+#include "server/records.h"
+
+namespace unipool::server {
+
+// ---- Cluster ---------------------------------------------------------------
+
+void ApiServer::Metrics_(Call& c) {
+  if (!c.Allow({Role::kAdmin, Role::kReadOnly}) || !c.Query({})) return;
+  control_.UpdateGauges();
+  c.res.set_content(metrics_.Render(), "text/plain; version=0.0.4; charset=utf-8");
+}
+
+void ApiServer::Summary(Call& c) {
+  if (!c.Allow({Role::kAdmin, Role::kReadOnly, Role::kTenant}) || !c.Query({})) return;
+  c.Reply(200, SummaryToJson(control_.GetSummary(c.scope)));
+}
+
+// ---- Queues ----------------------------------------------------------------
+
+void ApiServer::ListQueues(Call& c) {
+  if (!c.Allow({Role::kAdmin, Role::kReadOnly, Role::kTenant}) || !c.Query({})) return;
+  Json items = Json::array();
+  for (const QueueRecord& q : control_.Queues(c.scope)) items.push_back(QueueToJson(q));
+  c.Reply(200, Json{{"items", items}, {"revision", control_.store().revision()}});
+}
+
+void ApiServer::GetQueue(Call& c) {
+  if (!c.Allow({Role::kAdmin, Role::kReadOnly, Role::kTenant}) || !c.Query({})) return;
+  for (const QueueRecord& q : control_.Queues(c.scope)) {
+    if (q.spec.name == c.Path(1)) return c.Reply(200, QueueToJson(q));
+  }
+  c.Fail(NotFound("queue '" + c.Path(1) + "' not found"));
+}
+
+void ApiServer::PutQueue(Call& c) {
+  if (!c.Allow({Role::kAdmin}) || !c.Query({})) return;
+  Json body = Json::parse(c.req.body, nullptr, false);
+  if (body.is_discarded()) return (void)c.Bad("body: expected a JSON object");
+  Result<sched::QueueSpec> spec = QueueSpecFromJson(body, "body");
+  if (!spec.ok()) return c.Fail(spec.status());
+  if (!spec->name.empty() && spec->name != c.Path(1)) {
+    return (void)c.Bad("body.name: '" + spec->name + "' differs from the path's '" + c.Path(1) +
+                       "'");
+  }
+  spec->name = c.Path(1);
+  Result<QueueRecord> q = control_.SetQueue(*spec);
+  if (!q.ok()) return c.Fail(q.status());
+  c.Reply(200, QueueToJson(*q));
+}
+
+// ---- Watch -----------------------------------------------------------------
+
+// Long poll: the changes after `revision`, waiting up to `timeoutSeconds`
+// for the first. Answers {revision, events: [{type, kind, object}]}; watch
+// again from the returned revision. 409 when the revision is compacted.
+void ApiServer::Watch(Call& c) {
+  if (!c.Allow({Role::kAdmin, Role::kReadOnly, Role::kTenant}) ||
+      !c.Query({"kind", "revision", "timeoutSeconds"})) {
+    return;
+  }
+  const std::string kind = c.req.has_param("kind") ? c.req.get_param_value("kind") : "jobs";
+  if (kind != "jobs" && kind != "nodes" && kind != "queues") {
+    return (void)c.Bad("kind: expected jobs, nodes or queues, got '" + kind.substr(0, 40) + "'");
+  }
+  int64_t since = 0, timeout = 0;
+  if (!c.Int("revision", 0, int64_t{1} << 62, control_.store().revision(), &since) ||
+      !c.Int("timeoutSeconds", 0, kMaxWatchSeconds, 30, &timeout)) {
+    return;
+  }
+  Result<std::vector<store::Event>> events = control_.store().Watch(
+      "/" + kind + "/", since, std::chrono::seconds(c.req.no_wait ? 0 : timeout));
+  if (!events.ok()) return c.Fail(events.status());
+  Json items = Json::array();
+  int64_t rev = since;
+  for (const store::Event& e : *events) {
+    rev = std::max(rev, e.kv.mod_revision);
+    Json obj = e.type == store::Event::Type::kPut ? Json::parse(e.kv.value, nullptr, false)
+                                                  : Json{{"key", e.kv.key}};
+    if (kind == "jobs" && obj.is_object() && !c.scope.Sees(obj.value("queue", ""))) continue;
+    if (kind == "queues" && obj.is_object() && !c.scope.Sees(obj.value("name", ""))) continue;
+    items.push_back(Json{{"type", e.type == store::Event::Type::kPut ? "PUT" : "DELETE"},
+                         {"kind", kind},
+                         {"revision", e.kv.mod_revision},
+                         {"object", obj}});
+  }
+  c.Reply(200, Json{{"revision", rev}, {"events", items}});
+}
+
+}  // namespace unipool::server

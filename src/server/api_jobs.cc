@@ -1,0 +1,212 @@
+// The /v1/jobs handlers: submit, list, get, cancel, events, explain,
+// report (agents) and logs (read through the job's agent).
+#include <httplib.h>
+
+#include "server/api_call.h"
+#include "server/records.h"
+
+namespace unipool::server {
+
+// ---- Jobs ------------------------------------------------------------------
+
+void ApiServer::SubmitJob(Call& c) {
+  if (!c.Allow({Role::kAdmin, Role::kTenant}) || !c.Query({"dryRun"})) return;
+  if (c.req.has_param("dryRun") && c.req.get_param_value("dryRun") != "true" &&
+      c.req.get_param_value("dryRun") != "false") {
+    c.Bad("dryRun: expected true or false");
+    return;
+  }
+  Result<io::ParsedJob> parsed = io::ReadJobSpec(c.req.body, "body");
+  if (!parsed.ok()) {
+    c.Fail(parsed.status());
+    return;
+  }
+  const io::JobRequest& r = parsed->job;
+  if (!c.scope.Sees(r.queue)) {
+    c.Fail(PermissionDenied("spec.queue: " + c.who.name + " may not submit to queue '" + r.queue +
+                            "'"));
+    return;
+  }
+  if (c.req.get_param_value("dryRun") == "true") {
+    if (Status st = control_.Validate(r); !st.ok()) return c.Fail(st);
+    c.Reply(
+        200,
+        Json{{"dryRun", true}, {"spec", io::JobRequestToJson(r)}, {"ignored", parsed->ignored}});
+    return;
+  }
+  Result<JobRecord> job = control_.Submit(r, c.who.name);
+  if (!job.ok()) {
+    c.Fail(job.status());
+    return;
+  }
+  Json out = JobToJson(*job);
+  out["ignored"] = parsed->ignored;
+  c.res.set_header("Location", "/v1/jobs/" + std::to_string(job->id));
+  c.Reply(201, out);
+}
+
+void ApiServer::ListJobs(Call& c) {
+  if (!c.Allow({Role::kAdmin, Role::kReadOnly, Role::kTenant}) ||
+      !c.Query({"state", "queue", "label", "limit", "continue"})) {
+    return;
+  }
+  JobFilter f;
+  int64_t limit = 0, before = 0;
+  if (!c.Int("limit", 1, kMaxPage, 100, &limit) ||
+      !c.Int("continue", 1, int64_t{1} << 62, 0, &before)) {
+    return;
+  }
+  f.limit = static_cast<int32_t>(limit);
+  f.before = before;
+  f.max_bytes = kMaxPageBytes;
+  if (c.req.has_param("state")) {
+    f.state = ParseJobState(c.req.get_param_value("state"));
+    if (!f.state) {
+      c.Bad("state: expected Pending, Running, Preempting, Succeeded, Failed or Cancelled");
+      return;
+    }
+  }
+  f.queue = c.req.get_param_value("queue");
+  for (size_t i = 0; i < c.req.get_param_value_count("label"); ++i) {
+    const std::string sel = c.req.get_param_value("label", i);
+    const size_t eq = sel.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      c.Bad("label: expected key=value, got '" + sel.substr(0, 80) + "'");
+      return;
+    }
+    f.labels.emplace_back(sel.substr(0, eq), sel.substr(eq + 1));
+  }
+  bool more = false;
+  std::vector<JobRecord> jobs = control_.List(f, c.scope, &more);
+  Json items = Json::array();
+  for (const JobRecord& j : jobs) items.push_back(JobToJson(j));
+  Json out{{"items", items}, {"revision", control_.store().revision()}};
+  if (more && !jobs.empty()) out["continue"] = std::to_string(jobs.back().id);
+  c.Reply(200, out);
+}
+
+void ApiServer::GetJob(Call& c) {
+  int64_t id = 0;
+  if (!c.Allow({Role::kAdmin, Role::kReadOnly, Role::kTenant}) || !c.Query({}) || !c.JobId(&id)) {
+    return;
+  }
+  Result<JobRecord> job = control_.Get(id, c.scope);
+  if (!job.ok()) return c.Fail(job.status());
+  Json out = JobToJson(*job);
+  if (Result<std::string> why = control_.Explain(id, c.scope); why.ok()) out["explain"] = *why;
+  c.Reply(200, out);
+}
+
+void ApiServer::CancelJob(Call& c) {
+  int64_t id = 0;
+  if (!c.Allow({Role::kAdmin, Role::kTenant}) || !c.Query({}) || !c.JobId(&id)) return;
+  Result<JobRecord> job = control_.Cancel(id, c.scope);
+  if (!job.ok()) return c.Fail(job.status());
+  c.Reply(200, JobToJson(*job));
+}
+
+void ApiServer::JobEvents(Call& c) {
+  int64_t id = 0;
+  if (!c.Allow({Role::kAdmin, Role::kReadOnly, Role::kTenant}) || !c.Query({}) || !c.JobId(&id)) {
+    return;
+  }
+  Result<std::vector<JobEvent>> events = control_.Events(id, c.scope);
+  if (!events.ok()) return c.Fail(events.status());
+  Json items = Json::array();
+  for (const JobEvent& e : *events) items.push_back(EventToJson(e));
+  c.Reply(200, Json{{"items", items}});
+}
+
+void ApiServer::ExplainJob(Call& c) {
+  int64_t id = 0;
+  if (!c.Allow({Role::kAdmin, Role::kReadOnly, Role::kTenant}) || !c.Query({}) || !c.JobId(&id)) {
+    return;
+  }
+  Result<std::string> why = control_.Explain(id, c.scope);
+  if (!why.ok()) return c.Fail(why.status());
+  c.Reply(200, Json{{"id", id}, {"explain", *why}});
+}
+
+void ApiServer::ReportJob(Call& c) {
+  int64_t id = 0;
+  Json body;
+  if (!c.Allow({Role::kAdmin, Role::kAgent}) || !c.Query({}) || !c.JobId(&id) ||
+      !c.Body({"generation", "kind", "message", "data"}, &body)) {
+    return;
+  }
+  std::string data;
+  if (body.contains("data")) {
+    if (!body["data"].is_object() || body["data"].size() > 64) {
+      return (void)c.Bad("body.data: expected a JSON object of at most 64 fields");
+    }
+    data = body["data"].dump();
+  }
+  if (!body.contains("generation") || !body["generation"].is_number_integer()) {
+    c.Bad("body.generation: expected the job's run number (an integer)");
+    return;
+  }
+  std::string kind, message;
+  if (!c.String(body, "kind", 32, &kind, true) || !c.String(body, "message", 4096, &message)) {
+    return;
+  }
+  if (c.who.role == Role::kAgent) {
+    // An agent reports only jobs that run on its node.
+    const std::vector<int64_t> mine = control_.JobsOn(c.who.node, Scope{});
+    if (std::find(mine.begin(), mine.end(), id) == mine.end()) {
+      c.Fail(PermissionDenied("job " + std::to_string(id) + " has no task on node " + c.who.node));
+      return;
+    }
+  }
+  Status st = control_.Report(id, body["generation"].get<int64_t>(), kind, message, data,
+                              c.who.role == Role::kAgent ? c.who.node : "");
+  if (!st.ok()) return c.Fail(st);
+  c.Reply(200, Json{{"ok", true}});
+}
+
+// Logs live on the agents: the server finds the node of the rank and asks
+// its agent (with the secret the agent gave in its heartbeats).
+void ApiServer::JobLogs(Call& c) {
+  int64_t id = 0, rank = 0, offset = 0, limit = 0;
+  if (!c.Allow({Role::kAdmin, Role::kReadOnly, Role::kTenant}) ||
+      !c.Query({"rank", "offset", "limitBytes"}) || !c.JobId(&id) ||
+      !c.Int("rank", 0, int64_t{1} << 24, 0, &rank) ||
+      !c.Int("offset", 0, int64_t{1} << 50, 0, &offset) ||
+      !c.Int("limitBytes", 1, 16 << 20, 1 << 20, &limit)) {
+    return;
+  }
+  Result<JobRecord> job = control_.Get(id, c.scope);
+  if (!job.ok()) return c.Fail(job.status());
+  std::string node;
+  int64_t first = 0;
+  for (const TaskView& t : job->tasks) {
+    const int64_t n = static_cast<int64_t>(t.gpus.size());
+    if (rank >= first && rank < first + n) node = t.node;
+    first += n;
+  }
+  if (node.empty()) {
+    return c.Fail(NotFound("job " + std::to_string(id) + " has no rank " + std::to_string(rank) +
+                           (job->tasks.empty() ? " (it has not run yet)" : "")));
+  }
+  Result<NodeRecord> n = control_.Node(node);
+  if (!n.ok() || n->agent_url.empty()) {
+    return c.Fail(Unavailable("node " + node + " has no agent to read logs from"));
+  }
+  httplib::Client agent(n->agent_url);
+  agent.set_connection_timeout(2, 0);
+  agent.set_read_timeout(10, 0);
+  httplib::Headers h = {{"Authorization", "Bearer " + n->agent_secret}};
+  auto r = agent.Get("/logs/" + std::to_string(id) + "/" + std::to_string(rank) + "?generation=" +
+                         std::to_string(job->generation) + "&offset=" + std::to_string(offset) +
+                         "&limitBytes=" + std::to_string(limit),
+                     h);
+  if (!r) return c.Fail(Unavailable("the agent of node " + node + " did not answer"));
+  if (r->status != 200) {
+    return c.Fail(Status(r->status == 404 ? StatusCode::kNotFound : StatusCode::kUnavailable,
+                         "agent of node " + node + ": " + r->body.substr(0, 200)));
+  }
+  c.res.set_header("X-Unipool-Offset", r->get_header_value("X-Unipool-Offset"));
+  c.res.set_header("X-Unipool-Node", node);
+  c.res.set_content(r->body, "text/plain; charset=utf-8");
+}
+
+}  // namespace unipool::server

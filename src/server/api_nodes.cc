@@ -1,0 +1,183 @@
+// The /v1/nodes handlers: list, get, cordon/drain/uncordon, and the
+// agents' join, heartbeat and assignments (long poll).
+#include <sstream>
+
+#include "server/api_call.h"
+#include "server/records.h"
+
+namespace unipool::server {
+
+// ---- Nodes -----------------------------------------------------------------
+
+void ApiServer::ListNodes(Call& c) {
+  if (!c.Allow({Role::kAdmin, Role::kReadOnly, Role::kTenant}) ||
+      !c.Query({"state", "partition"})) {
+    return;
+  }
+  const std::string state = c.req.get_param_value("state");
+  const std::string partition = c.req.get_param_value("partition");
+  if (!state.empty() && !ParseNodeState(state)) {
+    c.Bad("state: expected up, cordoned, drained, flaky or down");
+    return;
+  }
+  Json items = Json::array();
+  for (const NodeRecord& n : control_.Nodes()) {
+    if (!state.empty() && NodeStateName(n.state) != state) continue;
+    if (!partition.empty() && n.partition != partition) continue;
+    items.push_back(NodeToJson(n));
+  }
+  c.Reply(200, Json{{"items", items}, {"revision", control_.store().revision()}});
+}
+
+void ApiServer::GetNode(Call& c) {
+  if (!c.Allow({Role::kAdmin, Role::kReadOnly, Role::kTenant, Role::kAgent}) || !c.Query({}) ||
+      !c.OwnNode(c.Path(1))) {
+    return;
+  }
+  Result<NodeRecord> n = control_.Node(c.Path(1));
+  if (!n.ok()) return c.Fail(n.status());
+  Json out = NodeToJson(*n);
+  out["jobs"] = control_.JobsOn(n->name, c.scope);
+  c.Reply(200, out);
+}
+
+void ApiServer::NodeAction(Call& c) {
+  Json body;
+  if (!c.Allow({Role::kAdmin}) || !c.Query({}) || !c.Body({"reason"}, &body, false)) return;
+  std::string reason;
+  if (!c.String(body, "reason", 1024, &reason)) return;
+  Result<NodeRecord> n = control_.SetNodeAdmin(c.Path(1), c.req.path.substr(c.req.path.rfind('/') + 1), reason);
+  if (!n.ok()) return c.Fail(n.status());
+  c.Reply(200, NodeToJson(*n));
+}
+
+void ApiServer::JoinNode(Call& c) {
+  Json body;
+  if (!c.Allow({Role::kAdmin, Role::kJoin}) || !c.Query({}) || !c.Body({"gpus"}, &body, false)) {
+    return;
+  }
+  if (body.contains("gpus")) {
+    Result<NodeRecord> n = control_.Node(c.Path(1));
+    if (!n.ok()) return c.Fail(NotFound("node '" + c.Path(1) + "' is not in the cluster file"));
+    if (!body["gpus"].is_number_integer() || body["gpus"].get<int64_t>() != n->gpus) {
+      return (void)c.Bad("body.gpus: the agent has " + body["gpus"].dump() +
+                         " GPUs; the cluster file gives node " + c.Path(1) + " " +
+                         std::to_string(n->gpus));
+    }
+  }
+  Result<std::string> token = NewToken();
+  if (!token.ok()) return c.Fail(token.status());
+  Status st = control_.Register(c.Path(1), Sha256Hex(*token));
+  if (!st.ok()) return c.Fail(st);
+  log_.Info("auth", "agent joined", {{"node", c.Path(1)}, {"by", c.who.name}});
+  c.Reply(200, Json{{"node", c.Path(1)}, {"token", *token}});
+}
+
+void ApiServer::Heartbeat(Call& c) {
+  Json body;
+  if (!c.Allow({Role::kAgent, Role::kAdmin}) || !c.Query({}) || !c.OwnNode(c.Path(1)) ||
+      !c.Body({"health", "address", "agentUrl", "agentSecret"}, &body, false)) {
+    return;
+  }
+  ControlPlane::HeartbeatInfo info;
+  if (!c.String(body, "health", 1024, &info.health) ||
+      !c.String(body, "address", 255, &info.address) ||
+      !c.String(body, "agentUrl", 255, &info.agent_url) ||
+      !c.String(body, "agentSecret", 255, &info.agent_secret)) {
+    return;
+  }
+  if (info.health.empty()) return (void)c.Bad("body.health: empty; send ok or what is wrong");
+  Status st = control_.Heartbeat(c.Path(1), info);
+  if (!st.ok()) return c.Fail(st);
+  c.Reply(200, Json{{"ok", true}});
+}
+
+// The rendezvous of a run: MASTER_PORT is chosen per job and run from
+// 20000-39999, so a restarted run does not meet its predecessor's sockets.
+static int MasterPort(int64_t job, int64_t generation) {
+  return 20000 + static_cast<int>((job * 131 + generation * 17) % 20000);
+}
+
+// What an agent needs to run its part of a job: the spec, every task in
+// rank order with its node's address, and the rendezvous.
+Json ApiServer::AssignmentJson(const JobRecord& j) {
+  Json tasks = Json::array();
+  int64_t rank = 0;
+  std::string master;
+  for (size_t k = 0; k < j.tasks.size(); ++k) {
+    const TaskView& t = j.tasks[k];
+    Result<NodeRecord> n = control_.Node(t.node);
+    const std::string address = n.ok() && !n->address.empty() ? n->address : t.node;
+    if (k == 0) master = address;
+    tasks.push_back({{"node", t.node},
+                     {"address", address},
+                     {"gpus", t.gpus},
+                     {"nodeRank", k},
+                     {"firstRank", rank}});
+    rank += static_cast<int64_t>(t.gpus.size());
+  }
+  Json out = JobToJson(j);
+  out["tasks"] = tasks;
+  out["world"] = {{"masterAddr", master},
+                  {"masterPort", MasterPort(j.id, j.generation)},
+                  {"worldSize", rank},
+                  {"nnodes", j.tasks.size()}};
+  out["graceSeconds"] = control_.GraceSeconds(j.request.queue);
+  return out;
+}
+
+// Long poll when `revision` is given: answers once a job of this node, or
+// one of the `jobs` the agent runs, changes after it (or at the timeout).
+void ApiServer::Assignments(Call& c) {
+  if (!c.Allow({Role::kAgent, Role::kAdmin}) || !c.Query({"revision", "timeoutSeconds", "jobs"}) ||
+      !c.OwnNode(c.Path(1))) {
+    return;
+  }
+  const std::string node = c.Path(1);
+  if (!control_.Node(node).ok()) return c.Fail(NotFound("node '" + node + "' not found"));
+  int64_t since = 0, timeout = 0;
+  if (!c.Int("revision", 0, int64_t{1} << 62, 0, &since) ||
+      !c.Int("timeoutSeconds", 0, kMaxWatchSeconds, 30, &timeout)) {
+    return;
+  }
+  std::set<int64_t> known;
+  std::stringstream ids(c.req.get_param_value("jobs"));
+  for (std::string id; std::getline(ids, id, ',');) {
+    int64_t v = 0;
+    if (!ParseId(id, &v)) return (void)c.Bad("jobs: expected job ids separated by commas");
+    known.insert(v);
+  }
+  int64_t rev = control_.store().revision();
+  // A long poll holds a worker of its lane; when all of them wait already,
+  // the transport sets no_wait and this answers at once.
+  if (since > 0 && !c.req.no_wait) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout);
+    bool mine = false;
+    while (!mine && !stopping_) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) break;
+      Result<std::vector<store::Event>> events = control_.store().Watch("/jobs/", since, left);
+      if (!events.ok()) break;  // compacted: answer the current state
+      if (events->empty()) break;
+      for (const store::Event& e : *events) {
+        since = std::max(since, e.kv.mod_revision);
+        const Json obj = Json::parse(e.kv.value, nullptr, false);
+        if (!obj.is_object()) continue;
+        mine = mine || known.contains(obj.value("id", int64_t{0}));
+        for (const Json& t : obj.value("tasks", Json::array())) {
+          mine = mine || t.value("node", "") == node;
+        }
+      }
+    }
+    rev = std::max(since, rev);
+  }
+  Json items = Json::array();
+  for (const JobRecord& j : control_.Assignments(node)) items.push_back(AssignmentJson(j));
+  // Act only on durable decisions: a run the server could forget in a
+  // crash must not start.
+  if (Status st = control_.store().Sync(control_.store().revision()); !st.ok()) return c.Fail(st);
+  c.Reply(200, Json{{"items", items}, {"revision", rev}});
+}
+
+}  // namespace unipool::server
