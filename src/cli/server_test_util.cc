@@ -42,6 +42,59 @@ int BindLoopback(int fd) {
   return ntohs(a.sin_port);
 }
 
+RawReply RawHttp(int port, const std::string& bytes, int timeout_ms) {
+  RawReply out;
+  const auto t0 = std::chrono::steady_clock::now();
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const sockaddr_in a = LoopbackAddress(port);
+  timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
+    close(fd);
+    return out;
+  }
+  for (size_t sent = 0; sent < bytes.size();) {
+    const ssize_t n = send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) break;
+    sent += static_cast<size_t>(n);
+  }
+  std::string in;
+  char buf[65536];
+  size_t want = std::string::npos;  // bytes of a whole response, once known
+  while (in.size() < want) {
+    const ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    in.append(buf, static_cast<size_t>(n));
+    const size_t end = in.find("\r\n\r\n");
+    if (end != std::string::npos && want == std::string::npos) {
+      std::string head = in.substr(0, end);
+      for (char& ch : head) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      const size_t cl = head.find("content-length:");
+      if (cl != std::string::npos) want = end + 4 + std::stoull(head.substr(cl + 15));
+    }
+  }
+  close(fd);
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const size_t end = in.find("\r\n\r\n");
+  if (in.starts_with("HTTP/1.") && in.size() > 12 && end != std::string::npos) {
+    out.status = std::atoi(in.substr(9, 3).c_str());
+    out.head = in.substr(0, end);
+    out.body = in.substr(end + 4);
+  }
+  return out;
+}
+
+int TestServer::port() const { return std::atoi(url_.substr(url_.rfind(':') + 1).c_str()); }
+
+int64_t TestServer::RssKb() const {
+  std::ifstream in("/proc/" + std::to_string(pid_) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with("VmRSS:")) return std::atoll(line.substr(6).c_str());
+  }
+  return -1;
+}
+
 TestServer::TestServer(Options options) : options_(std::move(options)) {
   static int counter = 0;
   dir_ = fs::temp_directory_path() /

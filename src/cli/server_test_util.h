@@ -21,6 +21,17 @@ struct HttpReply {
   nlohmann::json json() const { return nlohmann::json::parse(body, nullptr, false); }
 };
 
+// Sends `bytes` as they are on a new loopback connection to `port` and reads
+// until the server closes it, a whole response is in, or `timeout_ms`.
+// status 0: no answer (closed or timed out). For requests that a normal
+// client would refuse to send (invalid UTF-8, broken framing).
+struct RawReply {
+  int status = 0;
+  std::string head, body;
+  double seconds = 0;
+};
+RawReply RawHttp(int port, const std::string& bytes, int timeout_ms = 5000);
+
 // 127.0.0.1:port as a socket address.
 struct sockaddr_in LoopbackAddress(int port);
 // Binds socket `fd` to a free loopback port and returns the port.
@@ -45,6 +56,10 @@ class TestServer {
   void Kill9();
 
   const std::string& url() const { return url_; }
+  int port() const;
+  pid_t pid() const { return pid_; }
+  // The server process's resident memory (VmRSS), in KiB.
+  int64_t RssKb() const;
   const std::string& dir() const { return dir_; }
   const std::string& token(const std::string& who) const { return tokens_.at(who); }
 

@@ -8,6 +8,8 @@
 #include <set>
 
 #include "io/cluster_reader.h"
+#include "io/quote.h"
+#include "io/text.h"
 #include "io/yaml_fields.h"
 
 namespace unipool::io {
@@ -53,46 +55,8 @@ bool IsPriorityClass(const std::string& s) {
   return s.empty() || s == "low" || s == "normal" || s == "high";
 }
 
-// Well-formed UTF-8 (Unicode table 3-7: no overlong forms, no surrogates),
-// as nlohmann::json::dump requires.
-bool IsUtf8(const std::string& s) {
-  for (size_t i = 0; i < s.size();) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    size_t tail = 0;
-    unsigned char lo = 0x80, hi = 0xbf;  // the range of the second byte
-    if (c < 0x80) {
-      tail = 0;
-    } else if (c >= 0xc2 && c <= 0xdf) {
-      tail = 1;
-    } else if (c >= 0xe0 && c <= 0xef) {
-      tail = 2;
-      lo = c == 0xe0 ? 0xa0 : 0x80;
-      hi = c == 0xed ? 0x9f : 0xbf;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-      tail = 3;
-      lo = c == 0xf0 ? 0x90 : 0x80;
-      hi = c == 0xf4 ? 0x8f : 0xbf;
-    } else {
-      return false;
-    }
-    if (i + tail >= s.size()) return false;
-    for (size_t k = 1; k <= tail; ++k) {
-      const auto b = static_cast<unsigned char>(s[i + k]);
-      if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xbf)) return false;
-    }
-    i += tail + 1;
-  }
-  return true;
-}
-
-// The first `max` bytes of `s`, or fewer, never ending inside a UTF-8
-// sequence; "..." marks a cut.
-std::string Truncate(const std::string& s, size_t max) {
-  if (s.size() <= max) return s;
-  size_t end = max - 3;
-  while (end > 0 && (static_cast<unsigned char>(s[end]) & 0xc0) == 0x80) --end;
-  return s.substr(0, end) + "...";
-}
+// Well-formed UTF-8, as nlohmann::json::dump requires.
+bool IsUtf8(const std::string& s) { return FirstBadUtf8(s) == std::string::npos; }
 
 // Empty when `s` is an acceptable string value, else the cause.
 std::string StringProblem(const std::string& s) {
@@ -102,24 +66,6 @@ std::string StringProblem(const std::string& s) {
   }
   if (!IsUtf8(s)) return "expected UTF-8 text";
   return "";
-}
-
-// At most 40 characters of `s`, quoted, for messages.
-std::string Quote(const std::string& s) { return "'" + Truncate(s, 40) + "'"; }
-
-// Escapes line breaks so that a message stays on one line.
-std::string OneLine(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else {
-      out += c;
-    }
-  }
-  return out;
 }
 
 // "path.key", or "path[key]" for keys such as nvidia.com/gpu.
@@ -212,6 +158,11 @@ Status ReadLabels(const YAML::Node& n, const std::string& path, Pairs* out) {
     std::string key, value;
     UNIPOOL_RETURN_IF_ERROR(ReadScalar(kv.first, path, &key, false));
     UNIPOOL_RETURN_IF_ERROR(ReadScalar(kv.second, Join(path, key), &value, true));
+    if (!IsLabelKey(key))
+      return Expected(kv.first, path, std::string("label keys: ") + kLabelKeyRule);
+    if (!IsLabelValue(value)) {
+      return Expected(kv.second, Join(path, key), std::string("a label value: ") + kLabelValueRule);
+    }
     out->emplace_back(std::move(key), std::move(value));
   }
   std::sort(out->begin(), out->end());
@@ -721,7 +672,7 @@ Status KubeReader::ReadPriorityClass(const YAML::Node& n, const std::string& pat
   if (IsPriorityClass(s)) {
     job_.priority_class = s;
   } else {
-    Ignore(path, "ignored (" + OneLine(Quote(s)) + " is not low, normal or high)");
+    Ignore(path, "ignored (" + Quote(s) + " is not low, normal or high)");
   }
   return Status::Ok();
 }
@@ -1314,6 +1265,16 @@ const char* LaunchModeName(LaunchMode m) {
 
 Result<ParsedJob> ReadJobSpec(std::string_view text, const std::string& source) {
   Result<ParsedJob> parsed = ParseCatching(text);
+  // Ignored keys and comments too must be text: ignored fields are named
+  // in warnings, and the API answers them as JSON.
+  if (const size_t bad = FirstBadUtf8(text); parsed.ok() && bad != std::string_view::npos) {
+    const std::string_view before = text.substr(0, bad);
+    const size_t line = static_cast<size_t>(std::count(before.begin(), before.end(), '\n')) + 1;
+    const size_t nl = before.rfind('\n');
+    const size_t col = bad - (nl == std::string_view::npos ? 0 : nl + 1) + 1;
+    return InvalidArgument(source + ":" + std::to_string(line) + ":" + std::to_string(col) +
+                           ": not UTF-8 text");
+  }
   if (parsed.ok()) return parsed;
   return InvalidArgument(OneLine(WithFile(source, parsed.status())));
 }

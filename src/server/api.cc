@@ -81,8 +81,8 @@ struct Admitted {
   std::chrono::steady_clock::time_point start;
 };
 
-// JSON with every object's keys distinct (nlohmann keeps the last of a
-// duplicate silently). Sets *dup to the first duplicate key.
+}  // namespace
+
 Json ParseJsonNoDuplicates(const std::string& text, std::string* dup) {
   std::vector<std::set<std::string>> keys;
   auto cb = [&](int depth, Json::parse_event_t event, Json& parsed) {
@@ -99,8 +99,6 @@ Json ParseJsonNoDuplicates(const std::string& text, std::string* dup) {
   };
   return Json::parse(text, cb, false);
 }
-
-}  // namespace
 
 // ---- Call ------------------------------------------------------------------
 
@@ -151,17 +149,22 @@ bool ApiServer::Call::Int(const char* key, int64_t lo, int64_t hi, int64_t def, 
   return true;
 }
 
-bool ApiServer::Call::Body(std::initializer_list<const char*> allowed, Json* out, bool required) {
-  if (req.body.empty() && !required) {
-    *out = Json::object();
-    return true;
-  }
+bool ApiServer::Call::AnyBody(Json* out) {
   std::string dup;
   *out = ParseJsonNoDuplicates(req.body, &dup);
   if (out->is_discarded() || !out->is_object()) {
     return Bad("body: expected a JSON object (UTF-8)");
   }
   if (!dup.empty()) return Bad("body: key '" + dup.substr(0, 64) + "' appears more than once");
+  return true;
+}
+
+bool ApiServer::Call::Body(std::initializer_list<const char*> allowed, Json* out, bool required) {
+  if (req.body.empty() && !required) {
+    *out = Json::object();
+    return true;
+  }
+  if (!AnyBody(out)) return false;
   for (const auto& [key, v] : out->items()) {
     bool ok = false;
     for (const char* k : allowed) ok = ok || key == k;

@@ -16,6 +16,9 @@ namespace unipool::server {
 
 int HttpCode(StatusCode c);
 std::string ErrorBody(const char* code, const std::string& message);
+// JSON whose objects have distinct keys (nlohmann would keep the last of a
+// duplicate silently); *dup names the first duplicate.
+Json ParseJsonNoDuplicates(const std::string& text, std::string* dup);
 // A positive integer of at most 18 digits.
 bool ParseId(const std::string& s, int64_t* out);
 
@@ -57,6 +60,8 @@ struct ApiServer::Call {
   bool Int(const char* key, int64_t lo, int64_t hi, int64_t def, int64_t* out);
   // The request body as a JSON object; `allowed` lists its fields.
   bool Body(std::initializer_list<const char*> allowed, Json* out, bool required = true);
+  // The request body as a JSON object whose fields the caller checks.
+  bool AnyBody(Json* out);
   bool String(const Json& body, const char* key, size_t max, std::string* out,
               bool required = false);
   bool JobId(int64_t* id);

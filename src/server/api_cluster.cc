@@ -1,5 +1,6 @@
 // Cluster-wide handlers: /metrics, /v1/summary, /v1/queues and /v1/watch.
 #include "server/api_call.h"
+#include "io/text.h"
 #include "server/records.h"
 
 namespace unipool::server {
@@ -35,9 +36,12 @@ void ApiServer::GetQueue(Call& c) {
 }
 
 void ApiServer::PutQueue(Call& c) {
-  if (!c.Allow({Role::kAdmin}) || !c.Query({})) return;
-  Json body = Json::parse(c.req.body, nullptr, false);
-  if (body.is_discarded()) return (void)c.Bad("body: expected a JSON object");
+  Json body;
+  if (!c.Allow({Role::kAdmin}) || !c.Query({}) || !c.AnyBody(&body)) return;
+  if (!io::IsQueueName(c.Path(1))) {
+    return (void)c.Bad("queue name '" + c.Path(1).substr(0, 64) + "': expected " +
+                       io::kQueueNameRule);
+  }
   Result<sched::QueueSpec> spec = QueueSpecFromJson(body, "body");
   if (!spec.ok()) return c.Fail(spec.status());
   if (!spec->name.empty() && spec->name != c.Path(1)) {

@@ -3,9 +3,14 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <fstream>
 #include <sstream>
 
+#include "io/text.h"
 #include "io/yaml_fields.h"
 
 namespace unipool::server {
@@ -90,6 +95,9 @@ Result<TokenFile> TokenFile::Parse(const std::string& text, const std::string& s
       return located(
           io::Expected(f->Get("role"), path + ".role", "admin, tenant, read-only or join"));
     }
+    if (!io::IsQueueName(p.name)) {
+      return located(io::Expected(f->Get("name"), path + ".name", io::kQueueNameRule));
+    }
     p.role = *r;
     if (!IsHexSha256(hash)) {
       return located(io::Expected(f->Get("sha256"), path + ".sha256",
@@ -98,7 +106,10 @@ Result<TokenFile> TokenFile::Parse(const std::string& text, const std::string& s
     std::vector<YAML::Node> queues;
     if (Status s = f->Sequence("queues", &queues); !s.ok()) return located(s);
     for (const YAML::Node& q : queues) {
-      if (!q.IsScalar()) return located(io::Expected(q, path + ".queues", "queue names"));
+      if (!q.IsScalar() || !io::IsQueueName(q.Scalar())) {
+        return located(io::Expected(q, path + ".queues",
+                                    std::string("queue names: ") + io::kQueueNameRule));
+      }
       p.queues.insert(q.as<std::string>());
     }
     if (p.role == Role::kTenant && p.queues.empty()) {
@@ -114,6 +125,14 @@ Result<TokenFile> TokenFile::Parse(const std::string& text, const std::string& s
 }
 
 Result<TokenFile> TokenFile::Load(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return NotFound("cannot read token file " + path);
+  if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+    char mode[8];
+    snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return PermissionDenied("token file " + path + " is writable by group or others (mode " +
+                            mode + "): anyone who can write it can make tokens; chmod 600 " + path);
+  }
   std::ifstream in(path);
   if (!in) return NotFound("cannot read token file " + path);
   std::stringstream ss;
@@ -128,8 +147,14 @@ const Principal* TokenFile::Find(const std::string& token) const {
 
 Result<std::string> TokenFile::Create(const std::string& path, const std::string& name, Role role,
                                       const std::vector<std::string>& queues) {
-  if (name.empty() || name.find_first_of(" :\"'#\n") != std::string::npos) {
-    return InvalidArgument("--name: expected a name without spaces or quotes");
+  if (!io::IsQueueName(name)) {
+    return InvalidArgument(std::string("--name: expected ") + io::kQueueNameRule);
+  }
+  for (const std::string& q : queues) {
+    if (!io::IsQueueName(q)) {
+      return InvalidArgument("--queues: '" + q.substr(0, 64) + "' is not a queue name: " +
+                             io::kQueueNameRule);
+    }
   }
   if (role == Role::kTenant && queues.empty()) {
     return InvalidArgument("--queues: a tenant token needs at least one queue");
@@ -159,9 +184,18 @@ Result<std::string> TokenFile::Create(const std::string& path, const std::string
     text += "]\n";
   }
   text += "    sha256: " + Sha256Hex(*token) + "\n";
-  std::ofstream out(path, std::ios::trunc);
-  out << text;
-  if (!out.flush()) return Unavailable("cannot write token file " + path);
+  // Owner-only (0600), written whole: a new file, then a rename.
+  const std::string tmp = path + ".tmp";
+  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return Unavailable("cannot write token file " + tmp);
+  fchmod(fd, 0600);
+  const bool written = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
+                       fsync(fd) == 0;
+  close(fd);
+  if (!written || rename(tmp.c_str(), path.c_str()) != 0) {
+    unlink(tmp.c_str());
+    return Unavailable("cannot write token file " + path);
+  }
   return token;
 }
 

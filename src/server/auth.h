@@ -45,7 +45,8 @@ Result<std::string> NewToken();
 
 class TokenFile {
  public:
-  // Reads and checks the file. Errors name the file, line and field.
+  // Reads and checks the file. Errors name the file, line and field;
+  // kPermissionDenied when group or others may write it.
   static Result<TokenFile> Load(const std::string& path);
   // Parses the text of a token file (`source` names it in errors).
   static Result<TokenFile> Parse(const std::string& text, const std::string& source);
@@ -54,8 +55,10 @@ class TokenFile {
   const Principal* Find(const std::string& token) const;
   size_t size() const { return by_hash_.size(); }
 
-  // Appends an entry to the file at `path` (created if missing) and returns
-  // the new token. Errors: bad role, a tenant without queues, a name in use.
+  // Appends an entry to the file at `path` (created if missing; always left
+  // mode 0600, replaced whole) and returns the new token. Errors: bad role,
+  // a tenant without queues, a name in use, a name or queue outside
+  // io::kQueueNameRule.
   static Result<std::string> Create(const std::string& path, const std::string& name, Role role,
                                     const std::vector<std::string>& queues);
 

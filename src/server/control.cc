@@ -58,18 +58,55 @@ ControlPlane::ControlPlane(const Topology& topo, store::Store& store, ControlOpt
       options_(std::move(options)),
       metrics_(metrics),
       log_(log),
-      sched_(topo, options_.sched) {
+      sched_(std::make_unique<sched::Scheduler>(topo, options_.sched)) {
   if (!options_.clock) options_.clock = io::WallClock;
-  nodes_.resize(topo.num_nodes());
-  for (int32_t i = 0; i < topo.num_nodes(); ++i) {
+  nodes_ = InitialNodes();
+}
+
+std::vector<NodeRecord> ControlPlane::InitialNodes() const {
+  std::vector<NodeRecord> nodes(topo_.num_nodes());
+  for (int32_t i = 0; i < topo_.num_nodes(); ++i) {
     const NodeId n(i);
-    NodeRecord& r = nodes_[i];
-    r.name = topo.node_name(n);
-    r.gpus = static_cast<int32_t>(topo.node_gpus(n).value());
-    r.gpu_model = topo.node_model(n).name;
-    r.partition = topo.partitions().empty() ? "" : topo.partitions()[topo.node_partition(n)];
+    NodeRecord& r = nodes[i];
+    r.name = topo_.node_name(n);
+    r.gpus = static_cast<int32_t>(topo_.node_gpus(n).value());
+    r.gpu_model = topo_.node_model(n).name;
+    r.partition = topo_.partitions().empty() ? "" : topo_.partitions()[topo_.node_partition(n)];
     r.state = NodeState::kUp;  // as the scheduler starts; Recover sets the real state
   }
+  return nodes;
+}
+
+void ControlPlane::RebuildLocked() {
+  if (store_.failures() == rebuilt_failures_) return;
+  rebuilt_failures_ = store_.failures();
+  const std::vector<NodeRecord> old = std::move(nodes_);
+  const int64_t next_id = next_id_;
+  sched_ = std::make_unique<sched::Scheduler>(topo_, options_.sched);
+  jobs_.clear();
+  active_.clear();
+  timed_.clear();
+  backoff_.clear();
+  node_tokens_.clear();
+  nodes_ = InitialNodes();
+  if (Status st = Recover(); !st.ok()) {
+    log_.Error("control", "rebuilding from the store failed: " + st.message());
+  }
+  const Time now = Now();
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    NodeRecord& n = nodes_[i];
+    n.alive = old[i].alive;
+    n.not_responding = old[i].not_responding;
+    n.last_heartbeat = old[i].last_heartbeat;
+    n.agent_secret = old[i].agent_secret;
+    SetSchedNodeState(n, now);
+  }
+  next_id_ = std::max(next_id_, next_id);  // an id once given out is never given again
+  dirty_ = true;
+  metrics_.Add("unipool_store_write_failures_total", {});
+  log_.Error("control", "a store write failed: memory rebuilt from the durable state; read-only "
+                        "until the store can write",
+             {{"revision", store_.revision()}, {"why", store_.Writable().message()}});
 }
 
 ControlPlane::~ControlPlane() = default;
@@ -102,9 +139,9 @@ Status ControlPlane::Recover() {
   }
   for (size_t added = 0, round = 0; added < queues.size() && round <= queues.size(); ++round) {
     for (const sched::QueueSpec& q : queues) {
-      if (sched_.queues().Find(q.name)) continue;
-      if (!q.parent.empty() && !sched_.queues().Find(q.parent)) continue;
-      UNIPOOL_RETURN_IF_ERROR(sched_.queues().Add(q).status());
+      if (sched_->queues().Find(q.name)) continue;
+      if (!q.parent.empty() && !sched_->queues().Find(q.parent)) continue;
+      UNIPOOL_RETURN_IF_ERROR(sched_->queues().Add(q).status());
       ++added;
     }
   }
@@ -183,17 +220,17 @@ Status ControlPlane::RecoverJob(JobRecord& job) {
     return Status::Ok();
   }
   if (job.state != JobState::kPending) {
-    Status st = sched_.Restore(*spec, ToPlacement(job.tasks), job.submitted, job.started,
+    Status st = sched_->Restore(*spec, ToPlacement(job.tasks), job.submitted, job.started,
                                job.last_checkpoint, job.restarts);
     if (st.ok() && job.state == JobState::kPreempting) {
       // Still stopping: the same deadline, then taken as gone if silent.
-      st = sched_.RestorePreempting(sched::JobId(job.id), job.preempt_deadline);
+      st = sched_->RestorePreempting(sched::JobId(job.id), job.preempt_deadline);
     }
     if (st.ok()) return st;
     job.state = JobState::kPending;
     job.tasks.clear();
   }
-  return sched_.Submit(*spec, job.submitted);
+  return sched_->Submit(*spec, job.submitted);
 }
 
 // ---- Helpers ---------------------------------------------------------------
@@ -209,9 +246,9 @@ Result<sched::JobSpec> ControlPlane::ToSchedSpec(int64_t id, const io::JobReques
   sched::JobSpec s;
   s.id = JobId(id);
   s.name = r.name;
-  auto q = sched_.queues().Find(r.queue);
+  auto q = sched_->queues().Find(r.queue);
   if (!q) return InvalidArgument("spec.queue: unknown queue '" + r.queue + "'");
-  if (!sched_.queues().is_leaf(*q)) {
+  if (!sched_->queues().is_leaf(*q)) {
     return InvalidArgument("spec.queue: '" + r.queue + "' has child queues; submit to a leaf");
   }
   s.queue = *q;
@@ -293,19 +330,23 @@ void ControlPlane::WriteNode(const NodeRecord& n, Txn& txn) {
 
 Result<int64_t> ControlPlane::ApplyLocked(const Txn& txn) {
   Result<int64_t> rev = store_.Apply(txn);
-  if (!rev.ok()) {
+  if (!rev.ok() && rev.status().code() == StatusCode::kUnavailable) {
     log_.Error("store", "write failed: " + rev.status().message());
-    if (rev.status().code() == StatusCode::kUnavailable) {
-      store_failed_ = true;
-      store_error_ = rev.status().message();
-    }
+    // The caller changed memory for a change the store refused: undo it
+    // all the one exact way, from the durable state.
+    rebuilt_failures_ = -1;
+    RebuildLocked();
   }
   return rev;
 }
 
-std::string ControlPlane::WhyNotWritable() const {
-  std::lock_guard lock(mu_);
-  return store_failed_ ? "store failed: " + store_error_ : "";
+Status ControlPlane::SyncOrRebuild(int64_t revision) {
+  Status st = store_.Sync(revision);
+  if (!st.ok() && st.code() == StatusCode::kUnavailable) {
+    std::lock_guard lock(mu_);
+    RebuildLocked();
+  }
+  return st;
 }
 
 // ---- Jobs ------------------------------------------------------------------
@@ -315,11 +356,12 @@ Result<JobRecord> ControlPlane::Submit(const io::JobRequest& request, const std:
   JobRecord copy;
   {
     std::lock_guard lock(mu_);
+    UNIPOOL_RETURN_IF_ERROR(store_.Writable());  // read-only: change nothing
     const int64_t id = next_id_;
     Result<sched::JobSpec> spec = ToSchedSpec(id, request);
     if (!spec.ok()) return spec.status();
     const Time now = Now();
-    UNIPOOL_RETURN_IF_ERROR(sched_.Submit(*spec, now));
+    UNIPOOL_RETURN_IF_ERROR(sched_->Submit(*spec, now));
     ++next_id_;
     JobRecord& job = jobs_[id];
     job.id = id;
@@ -340,7 +382,7 @@ Result<JobRecord> ControlPlane::Submit(const io::JobRequest& request, const std:
     dirty_ = true;
   }
   work_.notify_one();
-  UNIPOOL_RETURN_IF_ERROR(store_.Sync(rev));
+  UNIPOOL_RETURN_IF_ERROR(SyncOrRebuild(rev));
   metrics_.Add("unipool_jobs_submitted_total", {{"queue", request.queue}});
   return copy;
 }
@@ -413,14 +455,14 @@ Result<std::string> ControlPlane::Explain(int64_t id, const Scope& scope) const 
   auto it = jobs_.find(id);
   if (it == jobs_.end() || !scope.Sees(it->second.request.queue)) return NoSuchJob(id);
   if (Terminal(it->second.state)) return std::string(it->second.message);
-  return sched_.Explain(JobId(id));
+  return sched_->Explain(JobId(id));
 }
 
 Status ControlPlane::Finish(JobRecord& job, JobState state, const std::string& type,
                             const std::string& message, Txn& txn) {
   if (!Terminal(job.state)) {
-    Status st = job.state == JobState::kPending ? sched_.Cancel(JobId(job.id), Now())
-                                                : sched_.Finish(JobId(job.id), Now());
+    Status st = job.state == JobState::kPending ? sched_->Cancel(JobId(job.id), Now())
+                                                : sched_->Finish(JobId(job.id), Now());
     if (!st.ok() && st.code() != StatusCode::kNotFound) return st;
   }
   job.state = state;
@@ -438,6 +480,7 @@ Result<JobRecord> ControlPlane::Cancel(int64_t id, const Scope& scope) {
   JobRecord copy;
   {
     std::lock_guard lock(mu_);
+    UNIPOOL_RETURN_IF_ERROR(store_.Writable());  // read-only: change nothing
     auto it = jobs_.find(id);
     if (it == jobs_.end() || !scope.Sees(it->second.request.queue)) return NoSuchJob(id);
     JobRecord& job = it->second;
@@ -453,7 +496,7 @@ Result<JobRecord> ControlPlane::Cancel(int64_t id, const Scope& scope) {
     copy = job;
   }
   work_.notify_one();
-  UNIPOOL_RETURN_IF_ERROR(store_.Sync(rev));
+  UNIPOOL_RETURN_IF_ERROR(SyncOrRebuild(rev));
   return copy;
 }
 
@@ -468,6 +511,7 @@ Status ControlPlane::Report(int64_t id, int64_t generation, const std::string& k
   int64_t rev = 0;
   {
     std::lock_guard lock(mu_);
+    UNIPOOL_RETURN_IF_ERROR(store_.Writable());  // read-only: change nothing
     auto it = jobs_.find(id);
     if (it == jobs_.end()) return NoSuchJob(id);
     JobRecord& job = it->second;
@@ -494,7 +538,7 @@ Status ControlPlane::Report(int64_t id, int64_t generation, const std::string& k
     } else if (k == "failed") {
       // Out of the scheduler until the backoff ends, then queued again with
       // its first submit time (it keeps its place).
-      UNIPOOL_RETURN_IF_ERROR(sched_.Finish(JobId(id), now));
+      UNIPOOL_RETURN_IF_ERROR(sched_->Finish(JobId(id), now));
       ++job.restarts;
       // Doubled per restart, capped at a day (no overflow for any spec).
       const int64_t base =
@@ -523,7 +567,7 @@ Status ControlPlane::Report(int64_t id, int64_t generation, const std::string& k
         }
       }
       if (txn.ops.empty()) {
-        UNIPOOL_RETURN_IF_ERROR(sched_.Stopped(JobId(id), now));
+        UNIPOOL_RETURN_IF_ERROR(sched_->Stopped(JobId(id), now));
         job.state = JobState::kPending;
         job.tasks.clear();
         job.stopped_nodes.clear();
@@ -531,7 +575,7 @@ Status ControlPlane::Report(int64_t id, int64_t generation, const std::string& k
               "stopped; resumes from its checkpoint of " + FormatTime(job.last_checkpoint), txn);
       }
     } else if (k == "checkpoint") {
-      UNIPOOL_RETURN_IF_ERROR(sched_.Checkpointed(JobId(id), now));
+      UNIPOOL_RETURN_IF_ERROR(sched_->Checkpointed(JobId(id), now));
       job.last_checkpoint = now;
       Write(job, "Checkpointed", "checkpoint written" + (why.empty() ? "" : ": " + why), txn);
     } else {
@@ -545,7 +589,7 @@ Status ControlPlane::Report(int64_t id, int64_t generation, const std::string& k
     rev = *r;
   }
   work_.notify_one();
-  return store_.Sync(rev);
+  return SyncOrRebuild(rev);
 }
 
 // ---- Nodes -----------------------------------------------------------------
@@ -574,7 +618,7 @@ void ControlPlane::SetSchedNodeState(NodeRecord& n, Time now) {
     s = NodeState::kFlaky;
   if (s == n.state) return;
   n.state = s;
-  (void)sched_.SetNodeState(*topo_.FindNode(n.name), s, now);
+  (void)sched_->SetNodeState(*topo_.FindNode(n.name), s, now);
   dirty_ = true;
 }
 
@@ -584,6 +628,7 @@ Result<NodeRecord> ControlPlane::SetNodeAdmin(const std::string& name, const std
   NodeRecord copy;
   {
     std::lock_guard lock(mu_);
+    UNIPOOL_RETURN_IF_ERROR(store_.Writable());  // read-only: change nothing
     auto id = topo_.FindNode(name);
     if (!id) return NotFound("node '" + name + "' not found");
     NodeRecord& n = nodes_[id->value()];
@@ -606,7 +651,7 @@ Result<NodeRecord> ControlPlane::SetNodeAdmin(const std::string& name, const std
     log_.Info("control", "node " + action, {{"node", name}, {"why", why}});
   }
   work_.notify_one();
-  UNIPOOL_RETURN_IF_ERROR(store_.Sync(rev));
+  UNIPOOL_RETURN_IF_ERROR(SyncOrRebuild(rev));
   return copy;
 }
 
@@ -623,8 +668,19 @@ Status ControlPlane::Heartbeat(const std::string& name, const HeartbeatInfo& inf
     const bool sick = info.health != "ok" && n.admin.empty();
     const bool changed = !n.alive || sick || n.not_responding || n.health != info.health ||
                          n.address != info.address || n.agent_url != info.agent_url;
-    n.health = info.health;
     if (!changed) return Status::Ok();  // the common case: memory only
+    // A change is written; while the store is read-only, the lease above
+    // is renewed all the same and the change waits for the next beat.
+    UNIPOOL_RETURN_IF_ERROR(store_.Writable());
+    // At most one durable change a second per node: an agent that flips
+    // its address on every beat cannot flood the store and its watchers.
+    if (n.alive && !sick && !n.not_responding && now - n.last_written < Seconds(1)) {
+      return ResourceExhausted("node " + name +
+                               ": its heartbeat changes state more than once a second; the "
+                               "lease is renewed, send the change again later");
+    }
+    n.last_written = now;
+    n.health = info.health;
     if (!info.address.empty()) n.address = info.address;
     if (!info.agent_url.empty()) n.agent_url = info.agent_url;
     n.not_responding = false;
@@ -645,13 +701,14 @@ Status ControlPlane::Heartbeat(const std::string& name, const HeartbeatInfo& inf
     rev = *r;
   }
   work_.notify_one();
-  return store_.Sync(rev);
+  return SyncOrRebuild(rev);
 }
 
 Status ControlPlane::Register(const std::string& name, const std::string& token_hash) {
   int64_t rev = 0;
   {
     std::lock_guard lock(mu_);
+    UNIPOOL_RETURN_IF_ERROR(store_.Writable());  // read-only: change nothing
     auto id = topo_.FindNode(name);
     if (!id) return NotFound("node '" + name + "' is not in the cluster file");
     NodeRecord& n = nodes_[id->value()];
@@ -665,7 +722,7 @@ Status ControlPlane::Register(const std::string& name, const std::string& token_
     if (!r.ok()) return r.status();
     rev = *r;
   }
-  return store_.Sync(rev);
+  return SyncOrRebuild(rev);
 }
 
 std::optional<std::string> ControlPlane::NodeOfToken(const std::string& token_hash) const {
@@ -680,7 +737,7 @@ std::vector<JobRecord> ControlPlane::Assignments(const std::string& name) const 
   std::vector<JobRecord> out;
   auto id = topo_.FindNode(name);
   if (!id) return out;
-  for (JobId j : sched_.JobsOn(*id)) out.push_back(jobs_.at(j.value()));
+  for (JobId j : sched_->JobsOn(*id)) out.push_back(jobs_.at(j.value()));
   std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.id < b.id; });
   return out;
 }
@@ -697,7 +754,7 @@ std::vector<int64_t> ControlPlane::JobsOn(const std::string& name, const Scope& 
 
 std::vector<QueueRecord> ControlPlane::Queues(const Scope& scope) const {
   std::lock_guard lock(mu_);
-  const sched::QueueTree& tree = sched_.queues();
+  const sched::QueueTree& tree = sched_->queues();
   std::vector<QueueRecord> out(tree.size());
   for (int32_t i = 0; i < tree.size(); ++i) {
     out[i].spec = tree.spec(sched::QueueId(i));
@@ -723,7 +780,8 @@ Result<QueueRecord> ControlPlane::SetQueue(const sched::QueueSpec& spec) {
   QueueRecord copy;
   {
     std::lock_guard lock(mu_);
-    sched::QueueTree& tree = sched_.queues();
+    UNIPOOL_RETURN_IF_ERROR(store_.Writable());  // read-only: change nothing
+    sched::QueueTree& tree = sched_->queues();
     if (spec.name.empty() || spec.name.size() > 63) {
       return InvalidArgument("name: a queue needs a name of 1 to 63 characters");
     }
@@ -750,14 +808,14 @@ Result<QueueRecord> ControlPlane::SetQueue(const sched::QueueSpec& spec) {
     dirty_ = true;
   }
   work_.notify_one();
-  UNIPOOL_RETURN_IF_ERROR(store_.Sync(rev));
+  UNIPOOL_RETURN_IF_ERROR(SyncOrRebuild(rev));
   return copy;
 }
 
 int64_t ControlPlane::GraceSeconds(const std::string& queue) const {
   std::lock_guard lock(mu_);
-  auto q = sched_.queues().Find(queue);
-  return q ? sched_.queues().spec(*q).grace.value() / 1000000000 : 120;
+  auto q = sched_->queues().Find(queue);
+  return q ? sched_->queues().spec(*q).grace.value() / 1000000000 : 120;
 }
 
 // ---- Reconcile -------------------------------------------------------------
@@ -766,8 +824,8 @@ Summary ControlPlane::GetSummary(const Scope& scope) const {
   std::lock_guard lock(mu_);
   Summary s;
   s.total = topo_.num_gpus();
-  s.allocated = sched_.allocated_gpus();
-  s.free = sched_.free_gpus();
+  s.allocated = sched_->allocated_gpus();
+  s.free = sched_->free_gpus();
   s.unavailable = s.total - s.allocated - s.free;
   s.nodes = topo_.num_nodes();
   for (const NodeRecord& n : nodes_) s.nodes_up += n.state == NodeState::kUp;
@@ -839,7 +897,7 @@ void ControlPlane::RetryAfterBackoff(Time now, Txn& txn) {
     }
     job.retry_at = Time(0);
     Result<sched::JobSpec> spec = ToSchedSpec(job.id, job.request);
-    Status st = spec.ok() ? sched_.Submit(*spec, job.submitted) : spec.status();
+    Status st = spec.ok() ? sched_->Submit(*spec, job.submitted) : spec.status();
     if (!st.ok()) {
       (void)Finish(job, JobState::kFailed, "Failed", "cannot restart: " + st.message(), txn);
     } else {
@@ -927,18 +985,21 @@ Status ControlPlane::Reconcile() {
   size_t decisions = 0;
   {
     std::lock_guard lock(mu_);
+    // Read-only (a failed write): nothing is decided that could not be
+    // kept; agents keep their leases in memory meanwhile.
+    if (!store_.Writable().ok()) return Status::Ok();
     dirty_ = false;
     const Time now = Now();
     Txn txn;
     ExpireLeases(now, txn);
     EnforceTimeLimits(now, txn);
     RetryAfterBackoff(now, txn);
-    const std::vector<sched::Decision> out = sched_.Schedule(now);
+    const std::vector<sched::Decision> out = sched_->Schedule(now);
     decisions = out.size();
     for (const sched::Decision& d : out) ApplyDecision(d, now, txn);
     if (!txn.ops.empty()) {
       Result<int64_t> r = ApplyLocked(txn);
-      if (!r.ok()) return r.status();
+      if (!r.ok()) return r.status().code() == StatusCode::kUnavailable ? Status::Ok() : r.status();
       rev = *r;
     }
   }
@@ -948,10 +1009,13 @@ Status ControlPlane::Reconcile() {
     metrics_.Observe("unipool_scheduling_decision_seconds", {}, secs / decisions);
     metrics_.Add("unipool_scheduling_decisions_total", {}, static_cast<double>(decisions));
   }
-  return rev > 0 ? store_.Sync(rev) : Status::Ok();
+  if (rev == 0) return Status::Ok();
+  if (Status st = SyncOrRebuild(rev); !st.ok() && st.code() != StatusCode::kUnavailable) return st;
+  return Status::Ok();  // a failed write made the store read-only: keep serving reads
 }
 
 void ControlPlane::UpdateGauges() {
+  metrics_.Set("unipool_store_read_only", {}, store_.Writable().ok() ? 0 : 1);
   const Summary s = GetSummary();
   std::vector<QueueRecord> queues = Queues(Scope{});
   std::lock_guard lock(mu_);
@@ -971,7 +1035,7 @@ void ControlPlane::UpdateGauges() {
   std::map<std::pair<std::string, std::string>, int64_t> gpus, nodes;
   for (int32_t i = 0; i < topo_.num_nodes(); ++i) {
     const NodeRecord& n = nodes_[i];
-    const int64_t free = sched_.pool().free(NodeId(i));
+    const int64_t free = sched_->pool().free(NodeId(i));
     auto a = allocated.find(n.name);
     const int64_t used = a == allocated.end() ? 0 : a->second;
     gpus[{n.partition, "allocated"}] += used;
@@ -991,7 +1055,7 @@ void ControlPlane::UpdateGauges() {
   // of that tier can get now.
   for (int t = 0; t < topo_.num_tiers(); ++t) {
     metrics_.Set("unipool_largest_free_block_gpus", {{"tier", topo_.tier(t).name}},
-                 static_cast<double>(sched_.pool().MaxFree(topo_.top_tier(), GroupId(0), t + 1)));
+                 static_cast<double>(sched_->pool().MaxFree(topo_.top_tier(), GroupId(0), t + 1)));
   }
   std::map<std::pair<std::string, std::string>, int64_t> jobs;
   for (const auto& [id, j] : jobs_) jobs[{j.request.queue, JobStateName(j.state)}]++;
@@ -1031,6 +1095,10 @@ void ControlPlane::UpdateGauges() {
 
 void ControlPlane::DeclareMetrics(Metrics& m) {
   using T = Metrics::Type;
+  m.Declare("unipool_store_read_only", T::kGauge,
+            "1 while the store refuses writes after a failed one (full or broken disk).");
+  m.Declare("unipool_store_write_failures_total", T::kCounter,
+            "Store writes that failed and were undone (memory rebuilt from the durable state).");
   m.Declare("unipool_gpus", T::kGauge,
             "GPUs by partition and state (allocated, free, unavailable).");
   m.Declare("unipool_nodes", T::kGauge, "Nodes by partition and state.");

@@ -85,6 +85,7 @@ struct NodeRecord {
   bool alive = false;           // heartbeats within the lease
   bool not_responding = false;  // alive, but silent for a third of the lease: no new work
   Time last_heartbeat;
+  Time last_written;  // the last heartbeat change written; memory only
   std::string health = "unknown";
   std::string address;       // where other nodes reach it (MASTER_ADDR), from its agent
   std::string agent_url;     // the agent's own HTTP endpoint (logs)
@@ -212,10 +213,11 @@ class ControlPlane {
   // Declares every metric the control plane writes. Once per Metrics.
   static void DeclareMetrics(Metrics& m);
 
-  // False once a store write failed (the disk is full or broken): /readyz
-  // answers 503 with WhyNotWritable().
-  bool Writable() const { return !store_failed_; }
-  std::string WhyNotWritable() const;
+  // False while the store is read-only after a failed write (a full or
+  // broken disk): /readyz answers 503 with WhyNotWritable(). Writes resume
+  // by themselves when the store can write again.
+  bool Writable() const { return store_.Writable().ok(); }
+  std::string WhyNotWritable() const { return store_.Writable().message(); }
 
   const Topology& topology() const { return topo_; }
   store::Store& store() { return store_; }
@@ -230,7 +232,16 @@ class ControlPlane {
   // Appends the record and an event to `txn`.
   void Write(JobRecord& job, const std::string& type, const std::string& message, store::Txn& txn);
   void WriteNode(const NodeRecord& node, store::Txn& txn);
+  // Applies `txn` to the store. When the store fails, the memory state is
+  // rebuilt from what is durable (the callers changed memory first).
   Result<int64_t> ApplyLocked(const store::Txn& txn);
+  // store_.Sync, and the same rebuild when the write failed.
+  Status SyncOrRebuild(int64_t revision);
+  // REQUIRES: mu_. Rebuilds jobs, nodes, queues and the scheduler from the
+  // store after a failed write (once per store failure); node liveness,
+  // which is never stored, is kept.
+  void RebuildLocked();
+  std::vector<NodeRecord> InitialNodes() const;
   Status Finish(JobRecord& job, JobState state, const std::string& type, const std::string& message,
                 store::Txn& txn);
   void ApplyDecision(const sched::Decision& d, Time now, store::Txn& txn);
@@ -252,7 +263,7 @@ class ControlPlane {
   mutable std::mutex mu_;
   std::condition_variable work_;
   bool dirty_ = true;
-  sched::Scheduler sched_;
+  std::unique_ptr<sched::Scheduler> sched_;
   std::map<int64_t, JobRecord> jobs_;
   std::set<int64_t> active_;   // not terminal
   std::set<int64_t> timed_;    // running (or recently) with a time limit
@@ -260,8 +271,7 @@ class ControlPlane {
   std::vector<NodeRecord> nodes_;
   std::map<std::string, std::string> node_tokens_;  // token hash -> node
   int64_t next_id_ = 1;
-  std::atomic<bool> store_failed_{false};
-  std::string store_error_;  // mu_
+  int64_t rebuilt_failures_ = 0;  // store_.failures() at the last rebuild
 };
 
 }  // namespace unipool::server

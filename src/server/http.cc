@@ -16,6 +16,8 @@
 #include <thread>
 #include <unordered_map>
 
+#include "io/text.h"
+
 namespace unipool::server {
 
 // ---- Requests ----------------------------------------------------------------
@@ -48,33 +50,8 @@ std::string HttpRequest::header(const std::string& name) const {
 }
 
 bool CleanText(const std::string& s, size_t* where) {
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  const size_t n = s.size();
-  for (size_t i = 0; i < n;) {
-    const unsigned char c = p[i];
-    if (c < 0x80) {
-      if ((c < 0x20 && c != '\t') || c == 0x7f) return *where = i, false;
-      ++i;
-      continue;
-    }
-    // Lengths and the smallest code point of each: no overlong forms, no
-    // surrogates, nothing past U+10FFFF.
-    int len = 0;
-    uint32_t cp = 0;
-    if ((c & 0xe0) == 0xc0) len = 2, cp = c & 0x1f;
-    else if ((c & 0xf0) == 0xe0) len = 3, cp = c & 0x0f;
-    else if ((c & 0xf8) == 0xf0) len = 4, cp = c & 0x07;
-    else return *where = i, false;
-    if (i + len > n) return *where = i, false;
-    for (int k = 1; k < len; ++k) {
-      if ((p[i + k] & 0xc0) != 0x80) return *where = i, false;
-      cp = (cp << 6) | (p[i + k] & 0x3f);
-    }
-    const uint32_t min = len == 2 ? 0x80 : len == 3 ? 0x800 : 0x10000;
-    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return *where = i, false;
-    i += len;
-  }
-  return true;
+  *where = io::FirstBadText(s);
+  return *where == std::string::npos;
 }
 
 namespace {
@@ -182,9 +159,10 @@ std::string PeerAddress(MHD_Connection* conn) {
   return buf;
 }
 
-// Percent-decoding in place, as MHD's own but for %00: a NUL would cut the
-// C strings MHD hands over, so it stays literal ("%00") and fails the
-// checks of whatever it lands in.
+// Percent-decoding in place, as MHD's own but for %00 and %2F: a NUL would
+// cut the C strings MHD hands over, and a decoded '/' would turn one path
+// segment into two ("/v1/jobs/1%2Fevents"); both stay literal and fail the
+// checks of whatever they land in.
 size_t Unescape(void*, MHD_Connection*, char* s) {
   auto hex = [](char c) -> int {
     if (c >= '0' && c <= '9') return c - '0';
@@ -196,7 +174,7 @@ size_t Unescape(void*, MHD_Connection*, char* s) {
   for (const char* r = s; *r;) {
     if (r[0] == '%' && r[1] && r[2] && hex(r[1]) >= 0 && hex(r[2]) >= 0) {
       const char v = static_cast<char>(hex(r[1]) * 16 + hex(r[2]));
-      if (v != 0) {
+      if (v != 0 && v != '/') {
         *w++ = v;
         r += 3;
         continue;
@@ -222,6 +200,7 @@ struct HttpServer::Impl {
   MHD_Daemon* daemon = nullptr;
   std::unique_ptr<WorkerPool> lanes[3];
   std::atomic<bool> stopping{false};
+  std::mutex stop_mu;
 
   std::mutex clients_mu;
   std::unordered_map<std::string, int> in_flight;  // per client
@@ -571,7 +550,10 @@ Status HttpServer::Start() {
 
 void HttpServer::Stop() {
   Impl& s = *impl_;
-  if (s.stopping.exchange(true)) return;
+  // A second caller (the destructor, while a signal handler's thread
+  // stops it) waits here until the first is done.
+  std::lock_guard lock(s.stop_mu);
+  s.stopping = true;
   if (!s.daemon) return;
   MHD_quiesce_daemon(s.daemon);  // no new connections
   // Handlers in flight finish (long polls end at `stopping` on their side)

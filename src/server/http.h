@@ -117,7 +117,8 @@ class HttpServer {
   Result<int> Bind(const std::string& host, int port);
   // Starts the event loops and workers; returns at once.
   Status Start();
-  // Stops accepting, waits for handlers in flight, closes. Idempotent.
+  // Stops accepting, waits for handlers in flight, closes. Idempotent; a
+  // concurrent second call returns once the first is done.
   void Stop();
 
   int connections() const;

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <ctime>
 
+#include "io/text.h"
+
 namespace unipool::server {
 namespace {
 
@@ -174,6 +176,12 @@ Result<sched::QueueSpec> QueueSpecFromJson(const Json& j, const std::string& whe
   };
   UNIPOOL_RETURN_IF_ERROR(str("name", &q.name));
   UNIPOOL_RETURN_IF_ERROR(str("parent", &q.parent));
+  for (const char* key : {"name", "parent"}) {
+    const std::string& v = key[0] == 'n' ? q.name : q.parent;
+    if (!v.empty() && !io::IsQueueName(v)) {
+      return InvalidArgument(where + "." + key + ": expected a queue name: " + io::kQueueNameRule);
+    }
+  }
   int64_t guarantee = 0, limit = 0, grace = 120;
   UNIPOOL_RETURN_IF_ERROR(num("guarantee", 0, int64_t{1} << 40, &guarantee));
   UNIPOOL_RETURN_IF_ERROR(num("limit", 0, int64_t{1} << 40, &limit));

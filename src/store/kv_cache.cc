@@ -44,9 +44,14 @@ Result<int64_t> KvCache::Apply(const Txn& txn, const std::function<void(int64_t)
   if (txn.ops.empty()) return InvalidArgument("empty transaction");
   std::lock_guard lock(mu_);
   if (!failed_.ok()) return failed_;
+  if (!read_only_.ok()) return read_only_;
   UNIPOOL_RETURN_IF_ERROR(CheckCompares(txn));
   const int64_t rev = ++revision_;
+  auto& undo = undo_[rev];
   for (const Op& op : txn.ops) {
+    auto before = kvs_.find(op.key);
+    undo.emplace_back(op.key, before == kvs_.end() ? std::nullopt
+                                                   : std::optional<KeyValue>(before->second));
     if (op.type == Op::Type::kPut) {
       auto [it, fresh] = kvs_.try_emplace(op.key);
       KeyValue& kv = it->second;
@@ -69,8 +74,49 @@ void KvCache::MarkDurable(int64_t revision) {
   {
     std::lock_guard lock(mu_);
     durable_ = std::max(durable_, revision);
+    undo_.erase(undo_.begin(), undo_.upper_bound(durable_));
   }
   changed_.notify_all();
+}
+
+void KvCache::Revert(const Status& why) {
+  {
+    std::lock_guard lock(mu_);
+    for (auto it = undo_.rbegin(); it != undo_.rend(); ++it) {
+      for (auto op = it->second.rbegin(); op != it->second.rend(); ++op) {
+        if (op->second) {
+          kvs_[op->first] = *op->second;
+        } else {
+          kvs_.erase(op->first);
+        }
+      }
+      reverted_.emplace(it->first, why);
+    }
+    undo_.clear();
+    while (!history_.empty() && history_.back().kv.mod_revision > durable_) history_.pop_back();
+    // Syncers of long ago are gone; keep the record bounded.
+    while (reverted_.size() > 100000) reverted_.erase(reverted_.begin());
+    read_only_ = Status(StatusCode::kUnavailable,
+                        "the store is read-only after a failed write (" + why.message() +
+                            "); reads still work, writes resume by themselves when it can write");
+    ++failures_;
+  }
+  changed_.notify_all();
+}
+
+void KvCache::SetWritable() {
+  std::lock_guard lock(mu_);
+  read_only_ = Status::Ok();
+}
+
+Status KvCache::Writable() const {
+  std::lock_guard lock(mu_);
+  return failed_.ok() ? read_only_ : failed_;
+}
+
+int64_t KvCache::failures() const {
+  std::lock_guard lock(mu_);
+  return failures_;
 }
 
 void KvCache::Fail(Status status) {
@@ -83,7 +129,11 @@ void KvCache::Fail(Status status) {
 
 Status KvCache::WaitDurable(int64_t revision) {
   std::unique_lock lock(mu_);
-  changed_.wait(lock, [&] { return durable_ >= revision || !failed_.ok(); });
+  auto reverted = [&] { return reverted_.find(revision); };
+  changed_.wait(lock, [&] {
+    return durable_ >= revision || !failed_.ok() || reverted() != reverted_.end();
+  });
+  if (auto it = reverted(); it != reverted_.end()) return it->second;
   return durable_ >= revision ? Status::Ok() : failed_;
 }
 

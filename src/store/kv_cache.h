@@ -24,9 +24,18 @@ class KvCache {
   Result<int64_t> Apply(const Txn& txn, const std::function<void(int64_t)>& on_applied);
   // Every revision <= `revision` is durable: wakes watchers and syncers.
   void MarkDurable(int64_t revision);
-  // The store failed: Sync and Watch return `status` from now on.
+  // Writing the revisions after the durable one failed: they are undone
+  // (keys and history back to the durable state; their numbers are not
+  // used again), their syncers get `why`, and Apply refuses with `why`
+  // until SetWritable(). failures() counts these events.
+  void Revert(const Status& why);
+  void SetWritable();
+  // OK, or why writes are refused now.
+  Status Writable() const;
+  int64_t failures() const;
+  // The store failed for good: Sync and Watch return `status` from now on.
   void Fail(Status status);
-  // Waits until `revision` is durable or the store failed.
+  // Waits until `revision` is durable, reverted or the store failed.
   Status WaitDurable(int64_t revision);
   void Close();
 
@@ -50,6 +59,11 @@ class KvCache {
   int64_t durable_ = 0;
   int64_t floor_ = 0;  // history holds every event with revision > floor_
   std::deque<Event> history_;
+  // Before-images of every key a revision after durable_ changed, to undo.
+  std::map<int64_t, std::vector<std::pair<std::string, std::optional<KeyValue>>>> undo_;
+  std::map<int64_t, Status> reverted_;  // revisions undone, for their syncers
+  Status read_only_;
+  int64_t failures_ = 0;
   Status failed_;
   bool closed_ = false;
 };
@@ -66,6 +80,8 @@ class CachedStore : public Store {
     return cache_.Range(prefix, start_after, limit);
   }
   int64_t revision() const override { return cache_.revision(); }
+  Status Writable() const override { return cache_.Writable(); }
+  int64_t failures() const override { return cache_.failures(); }
   Result<std::vector<Event>> Watch(std::string_view prefix, int64_t since,
                                    std::chrono::milliseconds timeout) override {
     return cache_.Watch(prefix, since, timeout);

@@ -23,7 +23,8 @@ constexpr const char* kSchema =
     " create_revision INTEGER NOT NULL, mod_revision INTEGER NOT NULL) WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);"
     "INSERT OR IGNORE INTO meta VALUES ('revision', 0);"
-    "INSERT OR IGNORE INTO meta VALUES ('format', 1);";
+    "INSERT OR IGNORE INTO meta VALUES ('format', 1);"
+    "CREATE TABLE IF NOT EXISTS probe (b BLOB);";
 
 class Db {
  public:
@@ -34,6 +35,7 @@ class Db {
   Status Open(const std::string& path);
   Result<std::pair<std::vector<KeyValue>, int64_t>> Load();
   Status Write(const std::vector<std::pair<int64_t, Txn>>& batch);
+  Status Probe();
 
  private:
   Status Error(const std::string& what) const {
@@ -129,8 +131,23 @@ Status Db::Write(const std::vector<std::pair<int64_t, Txn>>& batch) {
   sqlite3_bind_int64(rev_, 1, batch.back().first);
   const int rc = sqlite3_step(rev_);
   sqlite3_reset(rev_);
-  if (rc != SQLITE_DONE) return Error("write revision");
-  return Exec("COMMIT");
+  if (rc != SQLITE_DONE) {
+    Status st = Error("write revision");
+    (void)Exec("ROLLBACK");
+    return st;
+  }
+  Status st = Exec("COMMIT");
+  if (!st.ok()) (void)Exec("ROLLBACK");
+  return st;
+}
+
+// A small real write (a page or so, then gone): succeeds once the disk
+// takes writes again.
+Status Db::Probe() {
+  Status st = Exec(
+      "BEGIN; INSERT INTO probe VALUES (zeroblob(16384)); DELETE FROM probe; COMMIT;");
+  if (!st.ok()) (void)Exec("ROLLBACK");
+  return st;
 }
 
 class SqliteStore final : public CachedStore {
@@ -180,14 +197,36 @@ class SqliteStore final : public CachedStore {
         wake_.wait(lock, [&] { return stop_ || !pending_.empty(); });
         if (pending_.empty()) return;  // stopping with nothing left
         batch.swap(pending_);
+        batch_end_ = batch.back().first;
       }
       Status st = db_.Write(batch);
-      if (!st.ok()) {
-        cache_.Fail(st);
-        return;
-      }
-      cache_.MarkDurable(batch.back().first);
       batch.clear();
+      if (!st.ok()) {
+        // Undo everything not durable, in the cache too, so that memory
+        // never shows what the disk does not hold; then wait for the disk.
+        {
+          std::lock_guard lock(mu_);
+          pending_.clear();
+          cache_.Revert(st);
+        }
+        if (!WaitUntilWritable()) return;
+        continue;
+      }
+      cache_.MarkDurable(batch_end_);
+    }
+  }
+
+  // Probes once a second until a write works (true) or the store stops.
+  bool WaitUntilWritable() {
+    while (true) {
+      {
+        std::unique_lock lock(mu_);
+        if (wake_.wait_for(lock, std::chrono::seconds(1), [&] { return stop_; })) return false;
+      }
+      if (db_.Probe().ok()) {
+        cache_.SetWritable();
+        return true;
+      }
     }
   }
 
@@ -196,6 +235,7 @@ class SqliteStore final : public CachedStore {
   std::condition_variable wake_;
   std::vector<std::pair<int64_t, Txn>> pending_;
   bool stop_ = false;
+  int64_t batch_end_ = 0;  // the committer's
   std::thread committer_;
   int lock_fd_ = -1;
 };

@@ -85,9 +85,16 @@ class Store {
   // empty transaction, kUnavailable when the store has failed.
   virtual Result<int64_t> Apply(const Txn& txn) = 0;
   // Returns when every revision <= `revision` is durable. Errors:
-  // kUnavailable when the disk write failed (the process should stop: what
-  // was applied in memory is not on disk).
+  // kUnavailable when the disk write failed. Then every revision that was
+  // not durable is undone (reads show the durable state again, as after a
+  // restart), failures() grows, and the store is read-only until it can
+  // write again (it probes by itself: a full disk that gets space back
+  // resumes without a restart).
   virtual Status Sync(int64_t revision) = 0;
+  // OK, or why writes are refused now (read-only after a failed write).
+  virtual Status Writable() const = 0;
+  // How many times writes failed and were undone.
+  virtual int64_t failures() const = 0;
   // Apply then Sync.
   Result<int64_t> Commit(const Txn& txn);
 
