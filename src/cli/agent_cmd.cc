@@ -287,6 +287,7 @@ int RunUp(UpFlags& f) {
   so.cluster_path = data + "/cluster.yaml";
   so.tokens_path = data + "/tokens.yaml";
   so.data_dir = data + "/store";
+  so.init = true;  // up makes its own data directory: the first start creates the store
   so.port = f.port;
   so.node_lease = lease;
   so.min_runtime = min_runtime;

@@ -39,6 +39,9 @@ Status ParseListen(const std::string& listen, server::ServerOptions* opt) {
 
 int RunServer(ServerFlags& f) {
   BlockStopSignals();  // before the store starts its thread
+  // Past a file size limit (RLIMIT_FSIZE) a write fails with EFBIG like a
+  // full disk, instead of killing the server: it goes read-only.
+  signal(SIGXFSZ, SIG_IGN);
   server::Logger log;
   if (!SetLogLevel(log, f.log_level)) return kExitBadInput;
   Duration lease;
@@ -120,6 +123,10 @@ void AddServerCommand(CLI::App& app, int& exit_code) {
                   "token file (see 'unipool token create'); re-read when it changes")
       ->required();
   cmd->add_option("--data", f->opt.data_dir, "data directory of the embedded SQLite store")
+      ->capture_default_str();
+  cmd->add_flag("--init", f->opt.init,
+                "create a new, empty store when --data has none (the first start); without it, "
+                "a missing or empty store is an error")
       ->capture_default_str();
   cmd->add_option("--store", f->store, "sqlite (durable) or memory (for trials)")
       ->check(CLI::IsMember({"sqlite", "memory"}))

@@ -128,12 +128,14 @@ void TestServer::Start() {
       UNIPOOL_BINARY,   "server",
       "--cluster",      std::string(UNIPOOL_SOURCE_DIR) + "/" + options_.cluster,
       "--tokens",       dir_ + "/tokens.yaml",
-      "--data",         dir_ + "/data",
+      "--data",         options_.data_dir.empty() ? dir_ + "/data" : options_.data_dir,
       "--listen",       "127.0.0.1:0",
       "--address-file", address,
-      "--log-level",    "warn"};
+      "--log-level",    "warn",
+      "--init"};
   if (options_.assume_nodes_up) args.push_back("--assume-nodes-up");
   args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
+  fflush(nullptr);  // else the child writes what this process buffered
   pid_ = fork();
   if (pid_ == 0) {
     const std::string log = dir_ + "/server.log";

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "io/quote.h"
 #include "io/yaml_fields.h"
 
 namespace unipool::io {
@@ -118,7 +119,7 @@ Status ReadNode(const YAML::Node& node, int index, const std::vector<TierSpec>& 
     auto it =
         std::find_if(tiers.begin(), tiers.end(), [&](const TierSpec& t) { return t.name == name; });
     if (it == tiers.end()) {
-      return InvalidArgument(f->PathOf("switches") + ": no tier named '" + tier + "'",
+      return InvalidArgument(f->PathOf("switches") + ": no tier named " + Quote(tier),
                              LocOf(f->Get("switches")));
     }
     out->groups[it - tiers.begin()] = group;
@@ -185,7 +186,7 @@ Result<ClusterSpec> ParseClusterSpec(std::string_view text) {
   try {
     UNIPOOL_RETURN_IF_ERROR(ReadDocument(*doc, &spec));
   } catch (const YAML::Exception& e) {  // defensive: yaml-cpp may throw on odd nodes
-    return InvalidArgument("cannot read: " + e.msg, {e.mark.line + 1, e.mark.column + 1});
+    return InvalidArgument("cannot read: " + OneLine(e.msg), {e.mark.line + 1, e.mark.column + 1});
   }
   return spec;
 }

@@ -82,6 +82,40 @@ spec:
             "6:51: spec.tiers[0].fanout: expected a whole number from 1 to 16777216, got 'many'");
 }
 
+// Fuzz finds: a field name or a name with a line break made two-line
+// errors ("node 'a\nb' is listed twice"); a name that is not UTF-8 made
+// `unipool topo -o json` throw.
+TEST(ClusterReaderTest, ErrorsStayOnOneLineAndNamesAreText) {
+  constexpr const char* kHead = R"(apiVersion: unipool/v1
+kind: Cluster
+metadata: {name: x}
+spec:
+  tiers: [{name: node, bandwidthGbps: 3600}, {name: top, bandwidthGbps: 100}]
+)";
+  Result<ClusterSpec> spec = ParseClusterSpec(
+      std::string(kHead) + "  nodes: [{name: \"a\\nb\", gpus: 2, gpuModel: H100-SXM}]\n");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().message(),
+            "spec.nodes[0].name: expected UTF-8 text without control characters, got 'a\\nb'");
+  spec =
+      ParseClusterSpec(std::string(kHead) +
+                       "  nodes: [{name: a, gpus: 2, gpuModel: H100-SXM, labels: {x\xff: b}}]\n");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_NE(spec.status().message().find("spec.nodes[0].labels: expected a name of UTF-8 text"),
+            std::string::npos)
+      << spec.status().message();
+  spec = ParseClusterSpec(
+      std::string(kHead) +
+      "  nodes: [{name: a, gpus: 2, gpuModel: H100-SXM, labels: {x: \"\\x01\"}}]\n");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().message(),
+            "spec.nodes[0].labels.x: expected UTF-8 text without control characters, got '\x01'");
+  spec = ParseClusterSpec(std::string(kHead) + "  \"x\\ny\": 1\n");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().message().find('\n'), std::string::npos);
+  EXPECT_NE(spec.status().message().find("unknown field 'x\\ny'"), std::string::npos);
+}
+
 TEST(ClusterReaderTest, WithFileFormatsBothKinds) {
   EXPECT_EQ(WithFile("c.yaml", InvalidArgument("bad", {3, 4})), "c.yaml:3:4: bad");
   EXPECT_EQ(WithFile("c.yaml", InvalidArgument("bad")), "c.yaml: bad");

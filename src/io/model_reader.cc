@@ -3,6 +3,7 @@
 #include <fstream>
 
 #include "io/cluster_reader.h"
+#include "io/quote.h"
 #include "io/yaml_fields.h"
 
 namespace unipool::io {
@@ -112,7 +113,7 @@ Result<perf::ModelSpec> ParseModelSpec(std::string_view text) {
   try {
     UNIPOOL_RETURN_IF_ERROR(ReadDocument(*doc, &spec));
   } catch (const YAML::Exception& e) {  // defensive: yaml-cpp may throw on odd nodes
-    return InvalidArgument("cannot read: " + e.msg, {e.mark.line + 1, e.mark.column + 1});
+    return InvalidArgument("cannot read: " + OneLine(e.msg), {e.mark.line + 1, e.mark.column + 1});
   }
   return spec;
 }

@@ -107,5 +107,14 @@ TEST(ModelReaderTest, MalformedFilesGiveOneLineErrorsWithPlace) {
   EXPECT_GE(files, 10);
 }
 
+// A fuzz find (fuzz/regressions/model_file/): yaml-cpp's message quoted the
+// offending character, a line break, into a two-line error.
+TEST(ModelReaderTest, YamlErrorsStayOnOneLine) {
+  const std::string text("kind: Model\nspec:\n  attention\0\n  vocabSize: 32000\n", 50);
+  Result<perf::ModelSpec> m = ParseModelSpec(text);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().message().find('\n'), std::string::npos) << m.status().message();
+}
+
 }  // namespace
 }  // namespace unipool::io

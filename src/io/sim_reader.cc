@@ -4,6 +4,7 @@
 
 #include "core/sim/workload.h"
 #include "io/cluster_reader.h"
+#include "io/quote.h"
 #include "io/yaml_fields.h"
 
 namespace unipool::io {
@@ -428,7 +429,7 @@ Result<sim::PolicyConfig> PolicyPreset(const std::string& name) {
   } else {
     std::string names;
     for (const std::string& n : PolicyPresetNames()) names += (names.empty() ? "" : ", ") + n;
-    return InvalidArgument("no policy named '" + name + "' (presets: " + names + ")");
+    return InvalidArgument("no policy named " + Quote(name) + " (presets: " + names + ")");
   }
   return p;
 }
@@ -447,9 +448,14 @@ std::vector<sim::QueueConfig> QueuesForTrace(const Trace& trace) {
 Result<SimFile> ReadSimFile(const std::string& path, const std::string& cluster_override) {
   Result<std::string> text = ReadFile(path);
   if (!text.ok()) return text.status();
+  return ParseSimFile(*text, path, cluster_override);
+}
+
+Result<SimFile> ParseSimFile(std::string_view text, const std::string& path,
+                             const std::string& cluster_override) {
   SimFile out;
   try {
-    Result<YAML::Node> doc = LoadDocument(*text, "Simulation");
+    Result<YAML::Node> doc = LoadDocument(text, "Simulation");
     if (!doc.ok()) return InvalidArgument(WithFile(path, doc.status()));
     Result<Fields> f = Fields::Of(*doc, "simulation file", {"apiVersion", "kind", "metadata", "spec"});
     Status st = f.ok() ? Status::Ok() : f.status();
@@ -470,7 +476,7 @@ Result<SimFile> ReadSimFile(const std::string& path, const std::string& cluster_
       return InvalidArgument(WithFile(path, st));
     }
   } catch (const YAML::Exception& e) {
-    return InvalidArgument(path + ": cannot read: " + e.msg);
+    return InvalidArgument(path + ": cannot read: " + OneLine(e.msg));
   }
   return out;
 }

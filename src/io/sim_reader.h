@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/base/status.h"
@@ -32,6 +33,11 @@ struct SimFile {
 
 // Reads `path`. `cluster_override`, when not empty, replaces spec.cluster.
 Result<SimFile> ReadSimFile(const std::string& path, const std::string& cluster_override = "");
+// Parses the text of the file at `path` (which names it in errors and
+// resolves the relative paths in it; the cluster file and a fitTrace are
+// still read from disk).
+Result<SimFile> ParseSimFile(std::string_view text, const std::string& path,
+                             const std::string& cluster_override = "");
 
 // Policies by name, for `--policies` without a file: default (backfill and
 // checkpoint-aware preemption), fifo (neither), no-preemption, first-fit,

@@ -12,7 +12,8 @@ namespace unipool::io {
 
 // `t` is nanoseconds since the Unix epoch.
 std::string FormatTime(Time t);
-// Errors: not "YYYY-MM-DDTHH:MM:SS.mmmZ".
+// Errors: not "YYYY-MM-DDTHH:MM:SS.mmmZ" exactly, not a day of the calendar,
+// or outside 1970 to 2261 (what int64 nanoseconds since 1970 hold).
 Result<Time> ParseTime(const std::string& s);
 // Now, in nanoseconds since the Unix epoch (the system clock).
 Time WallClock();

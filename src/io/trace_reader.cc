@@ -3,10 +3,15 @@
 #include <cmath>
 
 #include "io/cluster_reader.h"
+#include "io/quote.h"
 #include "io/yaml_fields.h"
 
 namespace unipool::io {
 namespace {
+
+// Times in nanoseconds stay far from int64's end (ParseDuration's bound).
+constexpr double kMaxSeconds = 9e9;
+constexpr int64_t kMaxGpus = int64_t{1} << 24;
 
 // Splits one CSV line; handles double-quoted fields with "" escapes.
 bool SplitCsv(std::string_view line, std::vector<std::string>* out) {
@@ -88,11 +93,13 @@ Result<Trace> ParseTrace(std::string_view text, const TraceOptions& opt) {
     trace.rows++;
     double submit = 0, duration = 0;
     int64_t gpus = 0;
-    if (!ParseDouble(cells[col_submit], &submit) || submit < 0) {
-      return LineError(line_no, "submit_time_s: expected seconds >= 0, got '" + cells[col_submit] + "'");
+    if (!ParseDouble(cells[col_submit], &submit) || submit < 0 || submit > kMaxSeconds) {
+      return LineError(line_no, "submit_time_s: expected seconds from 0 to 9000000000, got " +
+                                    Quote(cells[col_submit]));
     }
-    if (!ParseInt64(cells[col_gpus], &gpus) || gpus < 0 || gpus > (int64_t{1} << 24)) {
-      return LineError(line_no, "num_gpus: expected a whole number >= 0, got '" + cells[col_gpus] + "'");
+    if (!ParseInt64(cells[col_gpus], &gpus) || gpus < 0 || gpus > kMaxGpus) {
+      return LineError(line_no, "num_gpus: expected a whole number from 0 to 16777216, got " +
+                                    Quote(cells[col_gpus]));
     }
     if (gpus == 0) {
       trace.skipped_cpu_only++;
@@ -102,8 +109,9 @@ Result<Trace> ParseTrace(std::string_view text, const TraceOptions& opt) {
       trace.skipped_no_duration++;
       continue;
     }
-    if (!ParseDouble(cells[col_duration], &duration) || duration < 0) {
-      return LineError(line_no, "duration_s: expected seconds >= 0, got '" + cells[col_duration] + "'");
+    if (!ParseDouble(cells[col_duration], &duration) || duration < 0 || duration > kMaxSeconds) {
+      return LineError(line_no, "duration_s: expected seconds from 0 to 9000000000, got " +
+                                    Quote(cells[col_duration]));
     }
     std::string queue = opt.default_queue;
     if (opt.queue_from == "queue" && col_queue >= 0 && !cells[col_queue].empty()) queue = cells[col_queue];

@@ -48,11 +48,20 @@ TEST(TraceReaderTest, ErrorsNameTheLine) {
       {"", "line 1: empty trace: expected a header line"},
       {"a,b,c\n", "line 1: header must name job_id, submit_time_s, num_gpus and duration_s"},
       {std::string(kHeader) + "a,0,8,60\n", "line 2: expected 9 fields, found 4"},
-      {std::string(kHeader) + "a,soon,8,60,,,,,\n", "line 2: submit_time_s: expected seconds >= 0, got 'soon'"},
-      {std::string(kHeader) + "a,0,-1,60,,,,,\n", "line 2: num_gpus: expected a whole number >= 0, got '-1'"},
-      {std::string(kHeader) + "a,0,2.5,60,,,,,\n", "line 2: num_gpus: expected a whole number >= 0, got '2.5'"},
-      {std::string(kHeader) + "a,0,1,-4,,,,,\n", "line 2: duration_s: expected seconds >= 0, got '-4'"},
+      {std::string(kHeader) + "a,soon,8,60,,,,,\n",
+       "line 2: submit_time_s: expected seconds from 0 to 9000000000, got 'soon'"},
+      {std::string(kHeader) + "a,0,-1,60,,,,,\n",
+       "line 2: num_gpus: expected a whole number from 0 to 16777216, got '-1'"},
+      {std::string(kHeader) + "a,0,2.5,60,,,,,\n",
+       "line 2: num_gpus: expected a whole number from 0 to 16777216, got '2.5'"},
+      {std::string(kHeader) + "a,0,1,-4,,,,,\n",
+       "line 2: duration_s: expected seconds from 0 to 9000000000, got '-4'"},
       {std::string(kHeader) + "\"a,0,1,4,,,,,\n", "line 2: unterminated quote"},
+      // Beyond int64 nanoseconds once converted (a fuzz find: 1e300 s became a negative time).
+      {std::string(kHeader) + "a,1e300,8,60,,,,,\n",
+       "line 2: submit_time_s: expected seconds from 0 to 9000000000, got '1e300'"},
+      {std::string(kHeader) + "a,0,8,9000000001,,,,,\n",
+       "line 2: duration_s: expected seconds from 0 to 9000000000, got '9000000001'"},
   };
   for (const Case& c : cases) {
     Result<Trace> t = ParseTrace(c.text, TraceOptions{});

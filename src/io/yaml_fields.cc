@@ -2,13 +2,15 @@
 
 #include <yaml-cpp/eventhandler.h>
 
-#include <sstream>
-
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <sstream>
+
+#include "io/quote.h"
+#include "io/text.h"
 
 namespace unipool::io {
 
@@ -23,11 +25,8 @@ static std::string Describe(const YAML::Node& node) {
     case YAML::NodeType::Map: return "a mapping";
     case YAML::NodeType::Sequence: return "a list";
     case YAML::NodeType::Null: return "nothing";
-    case YAML::NodeType::Scalar: {
-      std::string s = node.Scalar();
-      if (s.size() > 40) s = s.substr(0, 37) + "...";
-      return "'" + s + "'";
-    }
+    case YAML::NodeType::Scalar:
+      return Quote(node.Scalar());
     default: return "nothing";
   }
 }
@@ -71,10 +70,14 @@ Result<Fields> Fields::Of(const YAML::Node& node, std::string path,
       for (const char* a : allowed) hint += std::string(" ") + a;
       hint += ")";
     }
-    return InvalidArgument(path + ": unknown field '" + key + "'" + hint, LocOf(kv.first));
+    return InvalidArgument(path + ": unknown field " + Quote(key) + hint, LocOf(kv.first));
   }
   return Fields(node, std::move(path));
 }
+
+// What every string of a YAML file must be: names, paths and enum values
+// end up in messages, tables, logs and JSON.
+static constexpr const char* kTextRule = "UTF-8 text without control characters";
 
 Status Fields::Missing(const char* key) const {
   return InvalidArgument(PathOf(key) + ": required field is missing", LocOf(node_));
@@ -127,7 +130,8 @@ Result<YAML::Node> LoadDocument(std::string_view text, const std::string& kind) 
       }
     }
   } catch (const YAML::Exception& e) {
-    return InvalidArgument("not valid YAML: " + e.msg, {e.mark.line + 1, e.mark.column + 1});
+    return InvalidArgument("not valid YAML: " + OneLine(e.msg),
+                           {e.mark.line + 1, e.mark.column + 1});
   }
   return doc;
 }
@@ -178,6 +182,7 @@ Status Fields::String(const char* key, std::string* out, bool required) const {
   const YAML::Node n = node_[key];
   if (!n.IsDefined()) return required ? Missing(key) : Status::Ok();
   if (!n.IsScalar() || n.Scalar().empty()) return Expected(n, PathOf(key), "a non-empty string");
+  if (FirstBadText(n.Scalar()) != std::string::npos) return Expected(n, PathOf(key), kTextRule);
   *out = n.Scalar();
   return Status::Ok();
 }
@@ -233,9 +238,14 @@ Status Fields::StringMap(const char* key,
   if (!n.IsMap()) return Expected(n, PathOf(key), "a mapping of names to values");
   out->clear();
   for (const auto& kv : n) {
-    if (!kv.first.IsScalar()) return Expected(kv.first, PathOf(key), "a name");
+    if (!kv.first.IsScalar() || FirstBadText(kv.first.Scalar()) != std::string::npos) {
+      return Expected(kv.first, PathOf(key), std::string("a name of ") + kTextRule);
+    }
     if (!kv.second.IsScalar()) {
       return Expected(kv.second, PathOf(key) + "." + kv.first.Scalar(), "a plain value");
+    }
+    if (FirstBadText(kv.second.Scalar()) != std::string::npos) {
+      return Expected(kv.second, PathOf(key) + "." + kv.first.Scalar(), kTextRule);
     }
     out->emplace_back(kv.first.Scalar(), kv.second.Scalar());
   }

@@ -35,6 +35,8 @@ class Fields {
   std::string PathOf(const char* key) const { return path_ + "." + key; }
 
   // Each reader leaves *out untouched when the key is absent and not required.
+  // Strings (and StringMap's keys and values) must be UTF-8 text without
+  // control characters (io/text.h): they end up in messages, logs and JSON.
   Status String(const char* key, std::string* out, bool required = false) const;
   Status Int(const char* key, int64_t* out, int64_t min, int64_t max,
              bool required = false) const;

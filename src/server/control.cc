@@ -126,7 +126,7 @@ Status ControlPlane::Recover() {
   for (const store::KeyValue& kv : store_.Range("/queues/")) {
     Json j = Json::parse(kv.value, nullptr, false);
     Result<sched::QueueSpec> q = QueueSpecFromJson(j, kv.key);
-    if (!q.ok()) return Internal("store: " + q.status().message());
+    if (!q.ok()) return FailedPrecondition("store record " + kv.key + ": " + q.status().message());
     queues.push_back(*q);
   }
   if (std::none_of(queues.begin(), queues.end(), [](auto& q) { return q.name == "default"; })) {
@@ -172,7 +172,13 @@ Status ControlPlane::Recover() {
   std::vector<std::optional<Result<JobRecord>>> parsed = ParseJobs(kvs);
   for (size_t i = 0; i < kvs.size(); ++i) {
     Result<JobRecord>& rec = *parsed[i];
-    if (!rec.ok()) return Internal("store: " + kvs[i].key + ": " + rec.status().message());
+    if (!rec.ok()) {
+      return FailedPrecondition("store record " + kvs[i].key + ": " + rec.status().message());
+    }
+    if (JobKey(rec->id) != kvs[i].key) {
+      return FailedPrecondition("store record " + kvs[i].key + ": holds job " +
+                                std::to_string(rec->id) + " (damaged store)");
+    }
     JobRecord& job = jobs_.emplace_hint(jobs_.end(), rec->id, std::move(rec).value())->second;
     next_id_ = std::max(next_id_, job.id + 1);
     if (Terminal(job.state)) continue;

@@ -44,7 +44,8 @@ void Logger::Log(LogLevel level, const char* component, const std::string& msg,
   j["component"] = component;
   j["msg"] = msg;
   for (const auto& [key, value] : fields) {
-    std::visit([&](const auto& v) { j[key] = v; }, value);
+    const char* k = key;  // clang 14 cannot capture a structured binding
+    std::visit([&](const auto& v) { j[k] = v; }, value);
   }
   const std::string line = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   std::lock_guard lock(mu_);

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <ctime>
 
+#include "io/quote.h"
 #include "io/text.h"
 
 namespace unipool::server {
@@ -60,28 +61,59 @@ Json JobToJson(const JobRecord& job) {
               {"spec", io::JobRequestToJson(job.request)}};
 }
 
+// A whole number in [lo, hi] at `key` of `j` (a stored record: errors name
+// the field; nothing out of range is converted).
+static Status StoredInt(const Json& j, const char* key, int64_t lo, int64_t hi, int64_t* out) {
+  if (!j.contains(key) || !j[key].is_number_integer()) {
+    return InvalidArgument(std::string("job.") + key + ": expected a whole number");
+  }
+  const Json& v = j[key];
+  const bool in_range = v.is_number_unsigned()
+                            ? v.get<uint64_t>() <= static_cast<uint64_t>(hi) &&
+                                  static_cast<int64_t>(v.get<uint64_t>()) >= lo
+                            : v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
+  if (!in_range) {
+    return InvalidArgument(std::string("job.") + key + ": " + v.dump() + " is out of range [" +
+                           std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  }
+  *out = v.get<int64_t>();
+  return Status::Ok();
+}
+
 Result<JobRecord> JobFromJson(const Json& j) {
   if (!j.is_object()) return InvalidArgument("job: expected an object");
   JobRecord job;
+  constexpr int64_t kMax = int64_t{1} << 62;
+  int64_t restarts = 0, preemptions = 0;
+  UNIPOOL_RETURN_IF_ERROR(StoredInt(j, "id", 1, kMax, &job.id));
+  UNIPOOL_RETURN_IF_ERROR(StoredInt(j, "restarts", 0, 1 << 30, &restarts));
+  UNIPOOL_RETURN_IF_ERROR(StoredInt(j, "preemptions", 0, 1 << 30, &preemptions));
+  UNIPOOL_RETURN_IF_ERROR(StoredInt(j, "generation", 0, kMax, &job.generation));
+  UNIPOOL_RETURN_IF_ERROR(StoredInt(j, "lostGpuSeconds", 0, kMax, &job.lost_gpu_seconds));
+  UNIPOOL_RETURN_IF_ERROR(StoredInt(j, "events", 0, kMax, &job.events));
+  job.restarts = static_cast<int32_t>(restarts);
+  job.preemptions = static_cast<int32_t>(preemptions);
   try {
-    job.id = j.at("id").get<int64_t>();
     job.owner = j.at("owner").get<std::string>();
     auto state = ParseJobState(j.at("state").get<std::string>());
-    if (!state) return InvalidArgument("job: unknown state");
+    if (!state) return InvalidArgument("job.state: unknown state");
     job.state = *state;
     job.message = j.value("message", "");
-    job.restarts = j.at("restarts").get<int32_t>();
-    job.preemptions = j.at("preemptions").get<int32_t>();
-    job.generation = j.at("generation").get<int64_t>();
-    job.lost_gpu_seconds = j.at("lostGpuSeconds").get<int64_t>();
-    job.events = j.at("events").get<int64_t>();
     if (j.contains("progress") && j["progress"].is_object()) job.progress = j["progress"].dump();
     if (j.contains("stoppedNodes")) {
       for (const Json& n : j.at("stoppedNodes")) job.stopped_nodes.insert(n.get<std::string>());
     }
     for (const Json& t : j.at("tasks")) {
-      job.tasks.push_back(
-          TaskView{t.at("node").get<std::string>(), t.at("gpus").get<std::vector<int>>()});
+      TaskView view{t.at("node").get<std::string>(), {}};
+      for (const Json& g : t.at("gpus")) {
+        // GPU indexes are small: a node has at most kMaxGpuIndex GPUs.
+        if (!g.is_number_integer() || g.get<int64_t>() < 0 || g.get<int64_t>() > kMaxGpuIndex) {
+          return InvalidArgument("job.tasks.gpus: " + g.dump() + " is not a GPU index (0 to " +
+                                 std::to_string(kMaxGpuIndex) + ")");
+        }
+        view.gpus.push_back(static_cast<int>(g.get<int64_t>()));
+      }
+      job.tasks.push_back(std::move(view));
     }
   } catch (const Json::exception& e) {
     return InvalidArgument(std::string("job: ") + e.what());
@@ -156,7 +188,9 @@ Result<sched::QueueSpec> QueueSpecFromJson(const Json& j, const std::string& whe
       "name",         "parent",   "guarantee",   "limit",       "weight",     "policy",
       "graceSeconds", "usedGpus", "pendingJobs", "runningJobs", "pendingGpus"};
   for (const auto& [key, v] : j.items()) {
-    if (!kKnown.contains(key)) return InvalidArgument(where + "." + key + ": unknown field");
+    if (!kKnown.contains(key)) {
+      return InvalidArgument(where + "." + io::OneLine(io::Truncate(key, 64)) + ": unknown field");
+    }
   }
   sched::QueueSpec q;
   auto str = [&](const char* key, std::string* out) -> Status {

@@ -31,5 +31,7 @@ std::string NodeKey(const std::string& name);    // /nodes/NAME
 std::string QueueKey(const std::string& name);   // /queues/NAME
 std::string AgentKey(const std::string& name);   // /agents/NAME
 inline constexpr const char* kNextIdKey = "/meta/next-job-id";
+// The largest GPU index a stored record may hold.
+inline constexpr int64_t kMaxGpuIndex = 65535;
 
 }  // namespace unipool::server

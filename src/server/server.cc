@@ -20,7 +20,7 @@ Result<std::unique_ptr<Server>> Server::Open(const ServerOptions& options, Logge
   if (options.memory_store) {
     s->store_ = store::NewMemoryStore();
   } else {
-    Result<std::unique_ptr<store::Store>> st = store::OpenSqliteStore(options.data_dir);
+    Result<std::unique_ptr<store::Store>> st = store::OpenSqliteStore(options.data_dir, options.init);
     if (!st.ok()) return st.status();
     s->store_ = std::move(st).value();
   }

@@ -124,8 +124,13 @@ std::unique_ptr<Store> NewMemoryStore(size_t history = 100000);
 // The embedded default: SQLite in WAL mode (synchronous=FULL) in `dir`
 // (created if missing), all keys also held in memory for reads. A committer
 // thread writes pending transactions in one SQLite transaction per flush.
-// Errors: the directory or database cannot be opened or is not a unipool
-// store.
-Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& dir, size_t history = 100000);
+// With `create`, a missing or empty (table-less) database becomes a new
+// store; without, both are refused (like etcd, the server never starts an
+// empty cluster over a data directory it was pointed at by mistake).
+// Errors (one line, naming the file): the directory or database cannot be
+// opened; a foreign database, another schema or store format; a record
+// whose revisions do not fit the store's (kFailedPrecondition).
+Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& dir, bool create,
+                                               size_t history = 100000);
 
 }  // namespace unipool::store

@@ -30,7 +30,7 @@ class StoreTest : public ::testing::TestWithParam<std::string> {
   }
   std::unique_ptr<Store> Open(size_t history = 100000) {
     if (GetParam() == "memory") return NewMemoryStore(history);
-    auto s = OpenSqliteStore(dir_, history);
+    auto s = OpenSqliteStore(dir_, true, history);
     EXPECT_TRUE(s.ok()) << s.status().message();
     return std::move(s).value();
   }
@@ -127,12 +127,12 @@ INSTANTIATE_TEST_SUITE_P(Backends, StoreTest, ::testing::Values("memory", "sqlit
 TEST(SqliteStoreTest, ReopenKeepsEverything) {
   const std::string dir = TempDir("reopen");
   {
-    auto s = OpenSqliteStore(dir);
+    auto s = OpenSqliteStore(dir, true);
     ASSERT_TRUE(s.ok());
     ASSERT_TRUE((*s)->Commit(Txn().Put("/a", std::string("x\0y", 3)).Put("/b", "2")).ok());
     ASSERT_TRUE((*s)->Commit(Txn().Delete("/b").Put("/a", "z")).ok());
   }
-  auto s = OpenSqliteStore(dir);
+  auto s = OpenSqliteStore(dir, true);
   ASSERT_TRUE(s.ok());
   EXPECT_EQ((*s)->revision(), 2);
   auto a = (*s)->Get("/a");
@@ -150,18 +150,18 @@ TEST(SqliteStoreTest, ReopenKeepsEverything) {
 
 TEST(SqliteStoreTest, OneServerPerDataDirectory) {
   const std::string dir = TempDir("lock");
-  auto first = OpenSqliteStore(dir);
+  auto first = OpenSqliteStore(dir, true);
   ASSERT_TRUE(first.ok());
-  auto second = OpenSqliteStore(dir);
+  auto second = OpenSqliteStore(dir, true);
   ASSERT_FALSE(second.ok());
   EXPECT_NE(second.status().message().find("in use"), std::string::npos);
   first = Result<std::unique_ptr<Store>>(Unavailable("closed"));
-  EXPECT_TRUE(OpenSqliteStore(dir).ok());  // free again
+  EXPECT_TRUE(OpenSqliteStore(dir, true).ok());  // free again
   std::filesystem::remove_all(dir);
 }
 
 TEST(SqliteStoreTest, BadDirectoryIsAnError) {
-  auto s = OpenSqliteStore("/proc/unipool-no-such/dir");
+  auto s = OpenSqliteStore("/proc/unipool-no-such/dir", true);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("data directory"), std::string::npos);
 }

@@ -1,0 +1,7 @@
+// libFuzzer target: the cluster file reader and Topology::Build. fuzz/harness.h says what is
+// checked.
+#include "harness.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  return unipool::fuzz::FuzzClusterFile(data, size);
+}
