@@ -43,6 +43,7 @@ class TestServer {
     std::string cluster = "examples/clusters/devbox.yaml";
     bool assume_nodes_up = true;
     std::vector<std::string> extra_args;
+    std::string data_dir;  // "" = dir()/data
   };
   explicit TestServer(Options options);
   TestServer() : TestServer(Options{}) {}
