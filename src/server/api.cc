@@ -226,7 +226,7 @@ Status ApiServer::Init() {
   metrics_.Set("unipool_token_file_valid", {}, 1);
   struct stat st;
   if (stat(options_.tokens_path.c_str(), &st) == 0)
-    tokens_mtime_ = st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+    tokens_ctime_ = st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
 
   options_.limits.max_body = io::kMaxSpecBytes;
   http_ = std::make_unique<HttpServer>(
@@ -423,10 +423,10 @@ void ApiServer::ReloadTokens() {
   tokens_checked_ = now;
   struct stat st;
   const int64_t mtime = stat(options_.tokens_path.c_str(), &st) == 0
-                            ? st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec
+                            ? st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec
                             : -1;
-  if (mtime == tokens_mtime_) return;
-  tokens_mtime_ = mtime;
+  if (mtime == tokens_ctime_) return;
+  tokens_ctime_ = mtime;
   Result<TokenFile> fresh = TokenFile::Load(options_.tokens_path);
   if (!fresh.ok()) {
     tokens_ = std::make_shared<const TokenFile>();

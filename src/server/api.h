@@ -108,7 +108,7 @@ class ApiServer {
   std::vector<RouteEntry> routes_;
   std::mutex tokens_mu_;
   std::shared_ptr<const TokenFile> tokens_;
-  int64_t tokens_mtime_ = 0;
+  int64_t tokens_ctime_ = 0;  // of the file read last: a change of content or mode reloads
   int64_t tokens_checked_ = 0;
   bool tokens_ok_ = true;  // false: the file is missing or broken; only node tokens work
   std::atomic<bool> stopping_{false};
