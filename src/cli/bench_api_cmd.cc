@@ -6,7 +6,18 @@
 //   2. GET one job `--gets` times from `--get-concurrency` connections:
 //      read latencies while the heartbeats and the scheduler run.
 // Heartbeats use the given token, so it must be an admin's.
+//
+// With --hostile, attackers run beside the load the whole time: slow
+// connections that send a header line every few seconds and never finish,
+// idle keep-alive connections (reopened when the server closes them), and
+// clients listing the largest pages in a loop. Missed leases and heartbeats
+// are read from the server's /metrics before and after.
+#include <arpa/inet.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -15,6 +26,7 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 
 #include "cli/client.h"
@@ -37,6 +49,10 @@ struct ApiBenchFlags {
   int gpus = 8;
   std::string queue = "default";
   std::string output = "text";
+  bool hostile = false;
+  int slow_connections = 300;
+  int idle_connections = 2000;
+  int listers = 2;
 };
 
 struct Latencies {
@@ -150,6 +166,107 @@ class Heartbeats {
   std::vector<std::thread> pool_;
 };
 
+// The attackers of --hostile, on raw sockets to the server's address.
+class Hostile {
+ public:
+  Hostile(const ClientConfig& c, const ApiBenchFlags& f) {
+    const std::string hostport = c.server.substr(c.server.find("://") + 3);
+    const size_t colon = hostport.rfind(':');
+    addr_.sin_family = AF_INET;
+    addr_.sin_port = htons(static_cast<uint16_t>(std::atoi(hostport.substr(colon + 1).c_str())));
+    inet_pton(AF_INET, hostport.substr(0, colon).c_str(), &addr_.sin_addr);
+    rlimit nofile{};
+    getrlimit(RLIMIT_NOFILE, &nofile);
+    nofile.rlim_cur = nofile.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &nofile);
+    threads_.emplace_back([this, n = f.slow_connections] { Slow(n); });
+    threads_.emplace_back([this, n = f.idle_connections] { Idle(n); });
+    for (int i = 0; i < f.listers; ++i) {
+      threads_.emplace_back([this, c] {
+        auto http = Connect(c);
+        while (!stop_) {
+          auto r = http->Get("/v1/jobs?limit=1000");
+          if (r && r->status == 200) lists_ += 1;
+        }
+      });
+    }
+  }
+  ~Hostile() { Stop(); }
+  void Stop() {
+    stop_ = true;
+    for (auto& t : threads_)
+      if (t.joinable()) t.join();
+  }
+  int64_t lists() const { return lists_; }
+
+ private:
+  int Open() {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && connect(fd, reinterpret_cast<const sockaddr*>(&addr_), sizeof addr_) != 0) {
+      close(fd);
+      return -1;
+    }
+    return fd;
+  }
+  void Send(int fd, const std::string& s) { (void)send(fd, s.data(), s.size(), MSG_NOSIGNAL); }
+  // Headers that never end: a line every 3 s; reopened when cut.
+  void Slow(int n) {
+    std::vector<int> fds(n, -1);
+    for (int round = 0; !stop_; ++round) {
+      for (int& fd : fds) {
+        if (fd < 0 || send(fd, "X-A: b\r\n", 8, MSG_NOSIGNAL) < 0) {
+          if (fd >= 0) close(fd);
+          fd = Open();
+          if (fd >= 0) Send(fd, "GET /v1/jobs HTTP/1.1\r\nHost: x\r\n");
+        }
+      }
+      for (int i = 0; i < 30 && !stop_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    for (int fd : fds)
+      if (fd >= 0) close(fd);
+  }
+  // Keep-alive connections that went quiet after one request; reopened
+  // when the server closes them (its idle timeout).
+  void Idle(int n) {
+    std::vector<int> fds(n, -1);
+    char buf[4096];
+    while (!stop_) {
+      for (int& fd : fds) {
+        if (fd >= 0 && recv(fd, buf, sizeof buf, MSG_DONTWAIT) == 0) {
+          close(fd);
+          fd = -1;
+        }
+        if (fd < 0) {
+          fd = Open();
+          if (fd >= 0) Send(fd, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+        }
+      }
+      for (int i = 0; i < 10 && !stop_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    for (int fd : fds)
+      if (fd >= 0) close(fd);
+  }
+
+  sockaddr_in addr_{};
+  std::atomic<bool> stop_{false};
+  std::atomic<int64_t> lists_{0};
+  std::vector<std::thread> threads_;
+};
+
+// The sum of a counter's samples in the server's /metrics.
+double CounterSum(Client& client, const std::string& name) {
+  Result<Json> text = client.Call("GET", "/metrics");
+  if (!text.ok() || !text->is_string()) return -1;
+  double sum = 0;
+  std::istringstream in(text->get<std::string>());
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with(name + "{") || line.starts_with(name + " ")) {
+      sum += std::atof(line.substr(line.rfind(' ') + 1).c_str());
+    }
+  }
+  return sum;
+}
+
 int RunApiBench(ApiBenchFlags& f) {
   if (Status st = ResolveClientConfig(&f.config); !st.ok()) {
     std::cerr << "error: " << st.message() << "\n";
@@ -175,6 +292,10 @@ int RunApiBench(ApiBenchFlags& f) {
   }
   Heartbeats beats(f.config, names, every);
   std::this_thread::sleep_for(std::chrono::nanoseconds(every.value()));  // every node once
+  const double missed0 = CounterSum(client, "unipool_heartbeats_missed_total");
+  const double lost0 = CounterSum(client, "unipool_node_failures_total");
+  std::unique_ptr<Hostile> hostile;
+  if (f.hostile) hostile = std::make_unique<Hostile>(f.config, f);
 
   Latencies submit_lat;
   const std::string spec =
@@ -199,9 +320,15 @@ int RunApiBench(ApiBenchFlags& f) {
   const double get_s =
       RunLoad(f.config, f.gets, f.get_concurrency, get_lat,
               [&](httplib::Client& http, int) { return Check(http.Get(path), 200); });
+  if (hostile) hostile->Stop();
   beats.Stop();
+  const double missed = CounterSum(client, "unipool_heartbeats_missed_total") - missed0;
+  const double lost = CounterSum(client, "unipool_node_failures_total") - lost0;
 
   Json out{{"server", f.config.server},
+           {"hostile", f.hostile},
+           {"missedHeartbeats", missed},
+           {"missedLeases", lost},
            {"submit", submit_lat.Summary(submit_s)},
            {"get", get_lat.Summary(get_s)},
            {"heartbeats",
@@ -225,9 +352,15 @@ int RunApiBench(ApiBenchFlags& f) {
     };
     line("submit", out["submit"]);
     line("get", out["get"]);
-    std::printf("heartbeats: %zu nodes every %s, %lld sent, %lld failed\n", names.size(),
-                f.heartbeat_every.c_str(), static_cast<long long>(beats.sent()),
-                static_cast<long long>(beats.failed()));
+    std::printf("heartbeats: %zu nodes every %s, %lld sent, %lld failed; server: %.0f missed, "
+                "%.0f leases expired\n",
+                names.size(), f.heartbeat_every.c_str(), static_cast<long long>(beats.sent()),
+                static_cast<long long>(beats.failed()), missed, lost);
+    if (hostile) {
+      std::printf("hostile: %d slow + %d idle connections, %lld pages of 1,000 jobs listed\n",
+                  f.slow_connections, f.idle_connections,
+                  static_cast<long long>(hostile->lists()));
+    }
     if (!submit_lat.first_error.empty())
       std::cout << "first submit error: " << submit_lat.first_error << "\n";
     if (!get_lat.first_error.empty())
@@ -255,6 +388,14 @@ void AddBenchApiCommand(CLI::App& bench, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--gpus", f->gpus, "GPUs per submitted job")->capture_default_str();
   cmd->add_option("--queue", f->queue, "queue of the submitted jobs")->capture_default_str();
+  cmd->add_flag("--hostile", f->hostile,
+                "attack while loading: slow and idle connections, clients listing big pages");
+  cmd->add_option("--slow-connections", f->slow_connections, "with --hostile")
+      ->capture_default_str();
+  cmd->add_option("--idle-connections", f->idle_connections, "with --hostile")
+      ->capture_default_str();
+  cmd->add_option("--listers", f->listers, "with --hostile: clients listing 1,000 jobs a page")
+      ->capture_default_str();
   cmd->add_option("-o,--output", f->output, "text or json")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();

@@ -141,7 +141,8 @@ void AddServerCommand(CLI::App& app, int& exit_code) {
                   "a job runs at least this long before it may be preempted")
       ->capture_default_str();
   cmd->add_option("--queue-depth", f->opt.max_attempts_per_cycle,
-                  "placement attempts per scheduling pass (deeper jobs wait for later passes)")
+                  "placement attempts per scheduling pass; ten times as many pending jobs are "
+                  "looked at at most (deeper jobs wait for later passes)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
       ->capture_default_str();
   cmd->add_flag("--assume-nodes-up", f->opt.assume_nodes_up,

@@ -343,5 +343,51 @@ TEST_F(HostileTest, PerClientCapAnswers429) {
   EXPECT_TRUE(retry_after.load());
 }
 
+// A tenant is held to its queue's limits (unfinished jobs, spec size,
+// submissions a minute): 429 with Retry-After and the limit's name. Admins
+// are not limited.
+TEST_F(HostileTest, QueueLimitsAnswer429) {
+  auto job = [](size_t pad) {
+    return "apiVersion: unipool/v1\nkind: Job\nmetadata: {name: l}\n"
+           "spec: {command: [sleep, '600'], gpus: 1, queue: team-b, env: {P: '" +
+           std::string(pad, 'p') + "'}}\n";
+  };
+  auto submit = [&](const std::string& who, size_t pad) {
+    return server_->Call("POST", "/v1/jobs", who, job(pad), "application/yaml");
+  };
+  HttpReply put = server_->Call("PUT", "/v1/queues/team-b", "admin",
+                                "{\"maxJobs\": 3, \"maxSpecBytes\": 2000, "
+                                "\"maxSubmitsPerMinute\": 6000}");
+  ASSERT_EQ(put.status, 200) << put.body;
+  EXPECT_EQ(put.json()["maxJobs"], 3);
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(submit("tenant-b", 1).status, 201);
+  HttpReply full = submit("tenant-b", 1);
+  EXPECT_EQ(full.status, 429) << full.body;
+  EXPECT_NE(full.body.find("(maxJobs)"), std::string::npos) << full.body;
+  EXPECT_EQ(submit("admin", 1).status, 201) << "admins are not limited";
+  HttpReply big = submit("tenant-b", 3000);
+  EXPECT_EQ(big.status, 429) << big.body;
+  EXPECT_NE(big.body.find("(maxSpecBytes)"), std::string::npos) << big.body;
+
+  put = server_->Call("PUT", "/v1/queues/team-b", "admin",
+                      "{\"maxJobs\": 100000, \"maxSubmitsPerMinute\": 60}");
+  ASSERT_EQ(put.status, 200) << put.body;
+  int accepted = 0;
+  HttpReply last;
+  for (int i = 0; i < 20; ++i) {
+    last = submit("tenant-b", 1);
+    if (last.status != 201) break;
+    ++accepted;
+  }
+  EXPECT_LE(accepted, 7) << "a burst is a tenth of a minute's rate (6), plus what refilled";
+  EXPECT_EQ(last.status, 429) << last.body;
+  EXPECT_NE(last.body.find("(maxSubmitsPerMinute)"), std::string::npos) << last.body;
+  RawReply raw = RawHttp(server_->port(), Request("POST", "/v1/jobs", Tok("tenant-b"), job(1)));
+  std::string head = raw.head;
+  for (char& ch : head) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  EXPECT_EQ(raw.status, 429);
+  EXPECT_NE(head.find("retry-after: 1"), std::string::npos) << raw.head;
+}
+
 }  // namespace
 }  // namespace unipool::testing

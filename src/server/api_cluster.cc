@@ -44,12 +44,14 @@ void ApiServer::PutQueue(Call& c) {
   }
   Result<sched::QueueSpec> spec = QueueSpecFromJson(body, "body");
   if (!spec.ok()) return c.Fail(spec.status());
+  Result<SubmitLimits> limits = SubmitLimitsFromJson(body, "body");
+  if (!limits.ok()) return c.Fail(limits.status());
   if (!spec->name.empty() && spec->name != c.Path(1)) {
     return (void)c.Bad("body.name: '" + spec->name + "' differs from the path's '" + c.Path(1) +
                        "'");
   }
   spec->name = c.Path(1);
-  Result<QueueRecord> q = control_.SetQueue(*spec);
+  Result<QueueRecord> q = control_.SetQueue(*spec, *limits);
   if (!q.ok()) return c.Fail(q.status());
   c.Reply(200, QueueToJson(*q));
 }

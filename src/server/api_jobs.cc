@@ -34,7 +34,10 @@ void ApiServer::SubmitJob(Call& c) {
         Json{{"dryRun", true}, {"spec", io::JobRequestToJson(r)}, {"ignored", parsed->ignored}});
     return;
   }
-  Result<JobRecord> job = control_.Submit(r, c.who.name);
+  // Tenants are held to their queue's limits; admins are not.
+  const ControlPlane::Limited limited{c.req.body.size()};
+  Result<JobRecord> job =
+      control_.Submit(r, c.who.name, c.who.role == Role::kTenant ? &limited : nullptr);
   if (!job.ok()) {
     c.Fail(job.status());
     return;

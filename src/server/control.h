@@ -93,8 +93,18 @@ struct NodeRecord {
   NodeState state = NodeState::kDown;  // what the scheduler uses
 };
 
+// What a queue admits from tenants (admins are not limited), like Slurm's
+// MaxSubmitJobs and Kubernetes' ResourceQuota object counts. Past a limit a
+// submission is refused with kResourceExhausted (HTTP 429, Retry-After).
+struct SubmitLimits {
+  int64_t max_jobs = 10000;            // unfinished jobs (pending or running) in the queue
+  int64_t max_spec_bytes = 256 << 10;  // one spec's text
+  int64_t submits_per_minute = 1200;   // per submitter; bursts of a tenth of it
+};
+
 struct QueueRecord {
   sched::QueueSpec spec;
+  SubmitLimits limits;
   Gpus used;
   int64_t pending = 0, running = 0;
   Gpus pending_gpus;
@@ -142,7 +152,13 @@ class ControlPlane {
   // ---- Jobs ---------------------------------------------------------------
   // Errors: kInvalidArgument naming the field (unknown queue, tier or
   // partition; a shape the cluster cannot hold).
-  Result<JobRecord> Submit(const io::JobRequest& request, const std::string& owner);
+  // `limited`: a tenant's submission of `spec_bytes` of text, checked
+  // against the queue's SubmitLimits first.
+  struct Limited {
+    size_t spec_bytes = 0;
+  };
+  Result<JobRecord> Submit(const io::JobRequest& request, const std::string& owner,
+                           const Limited* limited = nullptr);
   // What Submit would refuse beyond the spec itself (queue, tier,
   // partition, size), without submitting.
   Status Validate(const io::JobRequest& request) const;
@@ -195,7 +211,7 @@ class ControlPlane {
   // ---- Queues -------------------------------------------------------------
   std::vector<QueueRecord> Queues(const Scope& scope) const;
   // Creates or updates. Errors: bad values, unknown parent, a changed parent.
-  Result<QueueRecord> SetQueue(const sched::QueueSpec& spec);
+  Result<QueueRecord> SetQueue(const sched::QueueSpec& spec, const SubmitLimits& limits = {});
 
   // The checkpoint grace of `queue`'s preempted jobs, in seconds.
   int64_t GraceSeconds(const std::string& queue) const;
@@ -242,6 +258,12 @@ class ControlPlane {
   // which is never stored, is kept.
   void RebuildLocked();
   std::vector<NodeRecord> InitialNodes() const;
+  void Activate(const JobRecord& job);
+  void Deactivate(const JobRecord& job);
+  // REQUIRES: mu_. kResourceExhausted when `owner`'s submission to `queue`
+  // is over a limit; takes a rate token otherwise.
+  Status CheckLimits(const std::string& queue, const std::string& owner, size_t spec_bytes,
+                     Time now);
   Status Finish(JobRecord& job, JobState state, const std::string& type, const std::string& message,
                 store::Txn& txn);
   void ApplyDecision(const sched::Decision& d, Time now, store::Txn& txn);
@@ -266,6 +288,13 @@ class ControlPlane {
   std::unique_ptr<sched::Scheduler> sched_;
   std::map<int64_t, JobRecord> jobs_;
   std::set<int64_t> active_;   // not terminal
+  std::map<std::string, int64_t> active_by_queue_;
+  std::map<std::string, SubmitLimits> limits_;  // by queue
+  struct Bucket {
+    double tokens = 0;
+    Time at;
+  };
+  std::map<std::string, Bucket> buckets_;  // by queue and submitter
   std::set<int64_t> timed_;    // running (or recently) with a time limit
   std::set<int64_t> backoff_;  // failed, waiting to restart (JobRecord::retry_at)
   std::vector<NodeRecord> nodes_;

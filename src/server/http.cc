@@ -532,7 +532,7 @@ Status HttpServer::Start() {
     opts.push_back({MHD_OPTION_PER_IP_CONNECTION_LIMIT, l.max_connections_per_ip, nullptr});
   }
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
-                   MHD_USE_ITC | MHD_USE_SUPPRESS_DATE_NO_CLOCK;
+                   MHD_USE_ITC | MHD_USE_SUPPRESS_DATE_NO_CLOCK | MHD_USE_TURBO;
   if (!s.cert_pem.empty()) {
     flags |= MHD_USE_TLS;
     opts.push_back({MHD_OPTION_HTTPS_MEM_CERT, 0, const_cast<char*>(s.cert_pem.c_str())});

@@ -174,6 +174,9 @@ Json QueueToJson(const QueueRecord& q) {
               {"weight", q.spec.weight},
               {"policy", kPolicies[static_cast<int>(q.spec.policy)]},
               {"graceSeconds", q.spec.grace.value() / 1000000000},
+              {"maxJobs", q.limits.max_jobs},
+              {"maxSpecBytes", q.limits.max_spec_bytes},
+              {"maxSubmitsPerMinute", q.limits.submits_per_minute},
               {"usedGpus", q.used.value()},
               {"pendingJobs", q.pending},
               {"runningJobs", q.running},
@@ -186,7 +189,8 @@ Result<sched::QueueSpec> QueueSpecFromJson(const Json& j, const std::string& whe
   if (!j.is_object()) return InvalidArgument(where + ": expected a JSON object");
   static const std::set<std::string> kKnown = {
       "name",         "parent",   "guarantee",   "limit",       "weight",     "policy",
-      "graceSeconds", "usedGpus", "pendingJobs", "runningJobs", "pendingGpus"};
+      "graceSeconds", "usedGpus", "pendingJobs", "runningJobs", "pendingGpus",
+      "maxJobs",      "maxSpecBytes", "maxSubmitsPerMinute"};
   for (const auto& [key, v] : j.items()) {
     if (!kKnown.contains(key)) {
       return InvalidArgument(where + "." + io::OneLine(io::Truncate(key, 64)) + ": unknown field");
@@ -232,6 +236,21 @@ Result<sched::QueueSpec> QueueSpecFromJson(const Json& j, const std::string& whe
   q.limit = Gpus(limit);
   q.grace = Seconds(grace);
   return q;
+}
+
+Result<SubmitLimits> SubmitLimitsFromJson(const Json& j, const std::string& where) {
+  SubmitLimits l;
+  for (auto [key, out, hi] : {std::tuple{"maxJobs", &l.max_jobs, int64_t{1} << 40},
+                              {"maxSpecBytes", &l.max_spec_bytes, int64_t{1} << 20},
+                              {"maxSubmitsPerMinute", &l.submits_per_minute, int64_t{1} << 30}}) {
+    if (!j.is_object() || !j.contains(key)) continue;
+    if (!j[key].is_number_integer() || j[key].get<int64_t>() < 0 || j[key].get<int64_t>() > hi) {
+      return InvalidArgument(where + "." + key + ": expected a whole number in [0, " +
+                             std::to_string(hi) + "]");
+    }
+    *out = j[key].get<int64_t>();
+  }
+  return l;
 }
 
 Json SummaryToJson(const Summary& s) {

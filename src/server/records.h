@@ -22,6 +22,9 @@ Result<JobEvent> EventFromJson(const Json& j);
 Json NodeToJson(const NodeRecord& n);
 Json QueueToJson(const QueueRecord& q);
 Result<sched::QueueSpec> QueueSpecFromJson(const Json& j, const std::string& where);
+// The queue object's maxJobs, maxSpecBytes and maxSubmitsPerMinute (absent:
+// the defaults).
+Result<SubmitLimits> SubmitLimitsFromJson(const Json& j, const std::string& where);
 Json SummaryToJson(const Summary& s);
 
 // Store keys.

@@ -34,6 +34,10 @@ Result<std::unique_ptr<Server>> Server::Open(const ServerOptions& options, Logge
   copt.assume_nodes_up = options.assume_nodes_up;
   copt.sched.min_runtime = options.min_runtime;
   copt.sched.max_attempts_per_cycle = options.max_attempts_per_cycle;
+  // Jobs whose shape already failed in a pass cost no attempt: look at ten
+  // times the depth at most, so a deep queue on a full cluster is not
+  // walked whole in every pass (which holds the state).
+  copt.sched.max_jobs_examined_per_cycle = 10 * options.max_attempts_per_cycle;
   Result<std::unique_ptr<ControlPlane>> cp =
       ControlPlane::Open(*s->topo_, *s->store_, copt, s->metrics_, log);
   if (!cp.ok()) return cp.status();

@@ -26,6 +26,7 @@ const char* JobPhaseName(JobPhase p) {
 struct Scheduler::CycleState {
   Time now;
   int64_t attempts = 0;
+  int64_t examined = 0;             // pending jobs looked at by PlaceInOrder
   bool any_blocked = false;         // some job could not get GPUs
   bool reservation_active = false;  // jobs from here on respect it
   int preemption_attempts = 0;
@@ -624,6 +625,10 @@ void Scheduler::PlaceInOrder(CycleState& cs) {
     if (it == pending_[q].end()) continue;
     JobInfo& job = jobs_.at(it->id);
     if (cs.attempts >= options_.max_attempts_per_cycle) return;
+    if (options_.max_jobs_examined_per_cycle > 0 &&
+        cs.examined++ >= options_.max_jobs_examined_per_cycle) {
+      return;
+    }
     if (TryPlace(job, cs)) {
       it = pending_[q].erase(it);
       --pending_count_;

@@ -82,6 +82,12 @@ struct SchedulerOptions {
   // Upper bound on placement attempts in one cycle (pending jobs beyond it
   // wait for the next cycle with their previous reason).
   int64_t max_attempts_per_cycle = 100000;
+  // Upper bound on pending jobs looked at in one cycle, placement attempt
+  // or not (0 = no bound). A job whose shape already failed this cycle costs
+  // no attempt, so without this bound a queue of 100,000 alike jobs on a
+  // full cluster is walked whole every cycle (Slurm's default_queue_depth
+  // counts every job it tests, too).
+  int64_t max_jobs_examined_per_cycle = 0;
 };
 
 // What the scheduler knows of one job.

@@ -1,0 +1,303 @@
+// ControlPlane, jobs: submit (with the queue's limits), read, cancel, and
+// the agents' reports.
+#include "server/control.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "server/control_internal.h"
+#include "server/records.h"
+
+namespace unipool::server {
+
+using sched::JobId;
+using store::Txn;
+
+// ---- Jobs ------------------------------------------------------------------
+
+void ControlPlane::Activate(const JobRecord& job) {
+  if (active_.insert(job.id).second) ++active_by_queue_[job.request.queue];
+}
+
+void ControlPlane::Deactivate(const JobRecord& job) {
+  if (active_.erase(job.id) > 0) --active_by_queue_[job.request.queue];
+}
+
+Status ControlPlane::CheckLimits(const std::string& queue, const std::string& owner,
+                                 size_t spec_bytes, Time now) {
+  auto it = limits_.find(queue);
+  const SubmitLimits limits = it == limits_.end() ? SubmitLimits{} : it->second;
+  if (static_cast<int64_t>(spec_bytes) > limits.max_spec_bytes) {
+    return ResourceExhausted("spec: " + std::to_string(spec_bytes) + " bytes; queue " + queue +
+                             " takes specs of at most " + std::to_string(limits.max_spec_bytes) +
+                             " (maxSpecBytes)");
+  }
+  if (active_by_queue_[queue] >= limits.max_jobs) {
+    return ResourceExhausted("queue " + queue + " holds " + std::to_string(limits.max_jobs) +
+                             " unfinished jobs (maxJobs); retry when some end, or cancel some");
+  }
+  // A token bucket per submitter: `submits_per_minute`, bursts of a tenth.
+  const double rate = static_cast<double>(limits.submits_per_minute) / 60.0;
+  const double burst = std::max(1.0, static_cast<double>(limits.submits_per_minute) / 10.0);
+  Bucket& b = buckets_[queue + "\n" + owner];
+  if (b.at.value() == 0) b.tokens = burst;
+  b.tokens = std::min(burst, b.tokens + rate * ToSeconds(now - b.at));
+  b.at = now;
+  if (b.tokens < 1.0) {
+    const int64_t wait = rate > 0 ? static_cast<int64_t>(std::ceil((1.0 - b.tokens) / rate)) : 60;
+    return ResourceExhausted(owner + " submits to queue " + queue + " faster than " +
+                             std::to_string(limits.submits_per_minute) +
+                             " a minute (maxSubmitsPerMinute); retry in " + std::to_string(wait) +
+                             " s");
+  }
+  b.tokens -= 1.0;
+  return Status::Ok();
+}
+
+Result<JobRecord> ControlPlane::Submit(const io::JobRequest& request, const std::string& owner,
+                                       const Limited* limited) {
+  int64_t rev = 0;
+  JobRecord copy;
+  {
+    std::lock_guard lock(mu_);
+    UNIPOOL_RETURN_IF_ERROR(store_.Writable());  // read-only: change nothing
+    const int64_t id = next_id_;
+    Result<sched::JobSpec> spec = ToSchedSpec(id, request);
+    if (!spec.ok()) return spec.status();
+    const Time now = Now();
+    if (limited) {
+      UNIPOOL_RETURN_IF_ERROR(CheckLimits(request.queue, owner, limited->spec_bytes, now));
+    }
+    UNIPOOL_RETURN_IF_ERROR(sched_->Submit(*spec, now));
+    ++next_id_;
+    JobRecord& job = jobs_[id];
+    job.id = id;
+    job.request = request;
+    job.owner = owner;
+    job.submitted = now;
+    Activate(job);
+    Txn txn;
+    txn.Put(kNextIdKey, std::to_string(next_id_));
+    Write(job, "Submitted",
+          "submitted by " + owner + " to queue " + request.queue + ": " +
+              std::to_string(request.gpus) + " GPUs",
+          txn);
+    Result<int64_t> r = ApplyLocked(txn);
+    if (!r.ok()) return r.status();
+    rev = *r;
+    copy = job;
+    dirty_ = true;
+  }
+  work_.notify_one();
+  UNIPOOL_RETURN_IF_ERROR(SyncOrRebuild(rev));
+  metrics_.Add("unipool_jobs_submitted_total", {{"queue", request.queue}});
+  return copy;
+}
+
+Status ControlPlane::Validate(const io::JobRequest& request) const {
+  std::lock_guard lock(mu_);
+  return ToSchedSpec(next_id_, request).status();
+}
+
+Result<JobRecord> ControlPlane::Get(int64_t id, const Scope& scope) const {
+  std::lock_guard lock(mu_);
+  auto it = jobs_.find(id);
+  if (it == jobs_.end() || !scope.Sees(it->second.request.queue)) return NoSuchJob(id);
+  return it->second;
+}
+
+// About the bytes a job's JSON takes: its strings plus a fixed part.
+static size_t ApproxBytes(const JobRecord& j) {
+  const io::JobRequest& r = j.request;
+  size_t n = 1024 + r.name.size() + r.checkpoint_dir.size() + r.working_dir.size() +
+             r.image.size() + j.message.size() + j.progress.size();
+  for (const auto& [k, v] : r.labels) n += k.size() + v.size() + 8;
+  for (const auto& [k, v] : r.env) n += k.size() + v.size() + 8;
+  for (const std::string& s : r.command) n += s.size() + 4;
+  for (const std::string& s : r.args) n += s.size() + 4;
+  for (const std::string& s : r.volumes) n += s.size() + 4;
+  return n;
+}
+
+std::vector<JobRecord> ControlPlane::List(const JobFilter& f, const Scope& scope,
+                                          bool* more) const {
+  std::lock_guard lock(mu_);
+  std::vector<JobRecord> out;
+  size_t bytes = 0;
+  auto it = f.before > 0 ? jobs_.lower_bound(f.before) : jobs_.end();
+  if (more) *more = false;
+  while (it != jobs_.begin()) {
+    if (out.size() >= static_cast<size_t>(f.limit) || (f.max_bytes > 0 && bytes >= f.max_bytes)) {
+      if (more) *more = true;
+      break;
+    }
+    --it;
+    const JobRecord& j = it->second;
+    if (!scope.Sees(j.request.queue)) continue;
+    if (f.state && j.state != *f.state) continue;
+    if (!f.queue.empty() && j.request.queue != f.queue) continue;
+    bool labels = std::all_of(f.labels.begin(), f.labels.end(), [&](const auto& kv) {
+      return std::find(j.request.labels.begin(), j.request.labels.end(), kv) !=
+             j.request.labels.end();
+    });
+    if (!labels) continue;
+    out.push_back(j);
+    bytes += ApproxBytes(j);
+  }
+  return out;
+}
+
+Result<std::vector<JobEvent>> ControlPlane::Events(int64_t id, const Scope& scope) const {
+  UNIPOOL_RETURN_IF_ERROR(Get(id, scope).status());
+  std::vector<JobEvent> out;
+  for (const store::KeyValue& kv : store_.Range(EventKey(id, 0).substr(0, 21))) {
+    Result<JobEvent> e = EventFromJson(Json::parse(kv.value, nullptr, false));
+    if (e.ok()) out.push_back(*e);
+  }
+  return out;
+}
+
+Result<std::string> ControlPlane::Explain(int64_t id, const Scope& scope) const {
+  std::lock_guard lock(mu_);
+  auto it = jobs_.find(id);
+  if (it == jobs_.end() || !scope.Sees(it->second.request.queue)) return NoSuchJob(id);
+  if (Terminal(it->second.state)) return std::string(it->second.message);
+  return sched_->Explain(JobId(id));
+}
+
+Status ControlPlane::Finish(JobRecord& job, JobState state, const std::string& type,
+                            const std::string& message, Txn& txn) {
+  if (!Terminal(job.state)) {
+    Status st = job.state == JobState::kPending ? sched_->Cancel(JobId(job.id), Now())
+                                                : sched_->Finish(JobId(job.id), Now());
+    if (!st.ok() && st.code() != StatusCode::kNotFound) return st;
+  }
+  job.state = state;
+  job.finished = Now();
+  Deactivate(job);
+  Write(job, type, message, txn);
+  metrics_.Add("unipool_jobs_finished_total",
+               {{"queue", job.request.queue}, {"state", JobStateName(state)}});
+  dirty_ = true;
+  return Status::Ok();
+}
+
+Result<JobRecord> ControlPlane::Cancel(int64_t id, const Scope& scope) {
+  int64_t rev = 0;
+  JobRecord copy;
+  {
+    std::lock_guard lock(mu_);
+    UNIPOOL_RETURN_IF_ERROR(store_.Writable());  // read-only: change nothing
+    auto it = jobs_.find(id);
+    if (it == jobs_.end() || !scope.Sees(it->second.request.queue)) return NoSuchJob(id);
+    JobRecord& job = it->second;
+    if (Terminal(job.state)) {
+      return FailedPrecondition("job " + std::to_string(id) + " already ended (" +
+                                JobStateName(job.state) + ")");
+    }
+    Txn txn;
+    UNIPOOL_RETURN_IF_ERROR(Finish(job, JobState::kCancelled, "Cancelled", "cancelled", txn));
+    Result<int64_t> r = ApplyLocked(txn);
+    if (!r.ok()) return r.status();
+    rev = *r;
+    copy = job;
+  }
+  work_.notify_one();
+  UNIPOOL_RETURN_IF_ERROR(SyncOrRebuild(rev));
+  return copy;
+}
+
+Status ControlPlane::Report(int64_t id, int64_t generation, const std::string& kind,
+                            const std::string& why, const std::string& data,
+                            const std::string& node) {
+  if (kind != "succeeded" && kind != "failed" && kind != "stopped" && kind != "checkpoint" &&
+      kind != "progress") {
+    return InvalidArgument(
+        "kind: expected succeeded, failed, stopped, checkpoint or progress, got '" + kind + "'");
+  }
+  int64_t rev = 0;
+  {
+    std::lock_guard lock(mu_);
+    UNIPOOL_RETURN_IF_ERROR(store_.Writable());  // read-only: change nothing
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) return NoSuchJob(id);
+    JobRecord& job = it->second;
+    if (job.generation != generation || Terminal(job.state) || job.state == JobState::kPending) {
+      return FailedPrecondition("job " + std::to_string(id) + " run " + std::to_string(generation) +
+                                " is not current (run " + std::to_string(job.generation) + ", " +
+                                JobStateName(job.state) + ")");
+    }
+    const Time now = Now();
+    Txn txn;
+    if (kind == "progress") {
+      job.progress = data;  // memory only: the next write of the record keeps it
+      return Status::Ok();
+    }
+    // A rank that dies because its peers stopped for a preemption is not a
+    // failure of the job: count it as that node having stopped.
+    const std::string k = kind == "failed" && job.state == JobState::kPreempting ? "stopped" : kind;
+    if (k == "succeeded") {
+      UNIPOOL_RETURN_IF_ERROR(Finish(job, JobState::kSucceeded, "Succeeded", "succeeded", txn));
+    } else if (k == "failed" && job.restarts >= job.request.restart.max_restarts) {
+      UNIPOOL_RETURN_IF_ERROR(
+          Finish(job, JobState::kFailed, "Failed",
+                 "failed after " + std::to_string(job.restarts) + " restarts: " + why, txn));
+    } else if (k == "failed") {
+      // Out of the scheduler until the backoff ends, then queued again with
+      // its first submit time (it keeps its place).
+      UNIPOOL_RETURN_IF_ERROR(sched_->Finish(JobId(id), now));
+      ++job.restarts;
+      // Doubled per restart, capped at a day (no overflow for any spec).
+      const int64_t base =
+          std::min<int64_t>(job.request.restart.backoff.value(), Seconds(86400).value());
+      const Duration backoff = Duration(
+          std::min<int64_t>(base << std::min(job.restarts - 1, 10), Seconds(86400).value()));
+      job.state = JobState::kPending;
+      job.retry_at = now + backoff;
+      backoff_.insert(id);
+      Write(job, "TaskFailed",
+            why + "; restart " + std::to_string(job.restarts) + " of " +
+                std::to_string(job.request.restart.max_restarts) + " in " +
+                std::to_string(backoff.value() / 1000000000) + "s from its checkpoint",
+            txn);
+    } else if (k == "stopped") {
+      if (job.state != JobState::kPreempting) {
+        return FailedPrecondition("job " + std::to_string(id) + " was not asked to stop");
+      }
+      if (!node.empty()) {
+        job.stopped_nodes.insert(node);
+        const bool all = std::all_of(job.tasks.begin(), job.tasks.end(), [&](const TaskView& t) {
+          return job.stopped_nodes.contains(t.node);
+        });
+        if (!all) {  // the others are still stopping: remember this one durably
+          txn.Put(JobKey(job.id), JobToJson(job).dump());
+        }
+      }
+      if (txn.ops.empty()) {
+        UNIPOOL_RETURN_IF_ERROR(sched_->Stopped(JobId(id), now));
+        job.state = JobState::kPending;
+        job.tasks.clear();
+        job.stopped_nodes.clear();
+        Write(job, "Stopped",
+              "stopped; resumes from its checkpoint of " + FormatTime(job.last_checkpoint), txn);
+      }
+    } else if (k == "checkpoint") {
+      UNIPOOL_RETURN_IF_ERROR(sched_->Checkpointed(JobId(id), now));
+      job.last_checkpoint = now;
+      Write(job, "Checkpointed", "checkpoint written" + (why.empty() ? "" : ": " + why), txn);
+    } else {
+      return InvalidArgument("kind: expected succeeded, failed, stopped or checkpoint, got '" +
+                             kind + "'");
+    }
+    dirty_ = true;  // (progress returned early; the kinds were checked on entry)
+    if (txn.ops.empty()) return Status::Ok();
+    Result<int64_t> r = ApplyLocked(txn);
+    if (!r.ok()) return r.status();
+    rev = *r;
+  }
+  work_.notify_one();
+  return SyncOrRebuild(rev);
+}
+
+}  // namespace unipool::server

@@ -1,0 +1,247 @@
+// ControlPlane, nodes and queues: admin states, heartbeats and leases' input,
+// joins, assignments; queue definitions and their limits.
+#include "server/control.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "server/control_internal.h"
+#include "server/records.h"
+
+namespace unipool::server {
+
+using sched::JobId;
+using store::Txn;
+
+// ---- Nodes -----------------------------------------------------------------
+
+std::vector<NodeRecord> ControlPlane::Nodes() const {
+  std::lock_guard lock(mu_);
+  return nodes_;
+}
+
+Result<NodeRecord> ControlPlane::Node(const std::string& name) const {
+  std::lock_guard lock(mu_);
+  auto n = topo_.FindNode(name);
+  if (!n) return NotFound("node '" + name + "' not found");
+  return nodes_[n->value()];
+}
+
+void ControlPlane::SetSchedNodeState(NodeRecord& n, Time now) {
+  NodeState s = NodeState::kUp;
+  if (!n.alive)
+    s = NodeState::kDown;
+  else if (n.admin == "drained")
+    s = NodeState::kDrained;
+  else if (n.admin == "cordoned" || n.not_responding)
+    s = NodeState::kCordoned;
+  else if (n.admin == "flaky")
+    s = NodeState::kFlaky;
+  if (s == n.state) return;
+  n.state = s;
+  (void)sched_->SetNodeState(*topo_.FindNode(n.name), s, now);
+  dirty_ = true;
+}
+
+Result<NodeRecord> ControlPlane::SetNodeAdmin(const std::string& name, const std::string& action,
+                                              const std::string& why) {
+  int64_t rev = 0;
+  NodeRecord copy;
+  {
+    std::lock_guard lock(mu_);
+    UNIPOOL_RETURN_IF_ERROR(store_.Writable());  // read-only: change nothing
+    auto id = topo_.FindNode(name);
+    if (!id) return NotFound("node '" + name + "' not found");
+    NodeRecord& n = nodes_[id->value()];
+    if (action == "cordon")
+      n.admin = "cordoned";
+    else if (action == "drain")
+      n.admin = "drained";
+    else if (action == "uncordon")
+      n.admin = "";
+    else
+      return InvalidArgument("action: expected cordon, drain or uncordon, got '" + action + "'");
+    n.why = action == "uncordon" ? "" : why;
+    SetSchedNodeState(n, Now());
+    Txn txn;
+    WriteNode(n, txn);
+    Result<int64_t> r = ApplyLocked(txn);
+    if (!r.ok()) return r.status();
+    rev = *r;
+    copy = n;
+    log_.Info("control", "node " + action, {{"node", name}, {"why", why}});
+  }
+  work_.notify_one();
+  UNIPOOL_RETURN_IF_ERROR(SyncOrRebuild(rev));
+  return copy;
+}
+
+Status ControlPlane::Heartbeat(const std::string& name, const HeartbeatInfo& info) {
+  int64_t rev = 0;
+  {
+    std::lock_guard lock(mu_);
+    auto id = topo_.FindNode(name);
+    if (!id) return NotFound("node '" + name + "' not found");
+    NodeRecord& n = nodes_[id->value()];
+    const Time now = Now();
+    n.last_heartbeat = now;
+    n.agent_secret = info.agent_secret;
+    const bool sick = info.health != "ok" && n.admin.empty();
+    const bool changed = !n.alive || sick || n.not_responding || n.health != info.health ||
+                         n.address != info.address || n.agent_url != info.agent_url;
+    if (!changed) return Status::Ok();  // the common case: memory only
+    // A change is written; while the store is read-only, the lease above
+    // is renewed all the same and the change waits for the next beat.
+    UNIPOOL_RETURN_IF_ERROR(store_.Writable());
+    // At most one durable change a second per node: an agent that flips
+    // its address on every beat cannot flood the store and its watchers.
+    if (n.alive && !sick && !n.not_responding && now - n.last_written < Seconds(1)) {
+      return ResourceExhausted("node " + name +
+                               ": its heartbeat changes state more than once a second; the "
+                               "lease is renewed, send the change again later");
+    }
+    n.last_written = now;
+    n.health = info.health;
+    if (!info.address.empty()) n.address = info.address;
+    if (!info.agent_url.empty()) n.agent_url = info.agent_url;
+    n.not_responding = false;
+    if (sick) {
+      n.admin = "drained";
+      n.why = "health check: " + info.health;
+      metrics_.Add("unipool_node_failures_total", {{"partition", n.partition}});
+      log_.Warn("control", "node drained by its health check",
+                {{"node", name}, {"health", info.health}});
+    }
+    if (!n.alive) log_.Info("control", "node up", {{"node", name}});
+    n.alive = true;
+    SetSchedNodeState(n, now);
+    Txn txn;
+    WriteNode(n, txn);
+    Result<int64_t> r = ApplyLocked(txn);
+    if (!r.ok()) return r.status();
+    rev = *r;
+  }
+  work_.notify_one();
+  return SyncOrRebuild(rev);
+}
+
+Status ControlPlane::Register(const std::string& name, const std::string& token_hash) {
+  int64_t rev = 0;
+  {
+    std::lock_guard lock(mu_);
+    UNIPOOL_RETURN_IF_ERROR(store_.Writable());  // read-only: change nothing
+    auto id = topo_.FindNode(name);
+    if (!id) return NotFound("node '" + name + "' is not in the cluster file");
+    NodeRecord& n = nodes_[id->value()];
+    n.registered = true;
+    std::erase_if(node_tokens_, [&](const auto& kv) { return kv.second == name; });
+    node_tokens_[token_hash] = name;
+    Txn txn;
+    txn.Put(AgentKey(name), Json{{"sha256", token_hash}}.dump());
+    WriteNode(n, txn);
+    Result<int64_t> r = ApplyLocked(txn);
+    if (!r.ok()) return r.status();
+    rev = *r;
+  }
+  return SyncOrRebuild(rev);
+}
+
+std::optional<std::string> ControlPlane::NodeOfToken(const std::string& token_hash) const {
+  std::lock_guard lock(mu_);
+  auto it = node_tokens_.find(token_hash);
+  if (it == node_tokens_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<JobRecord> ControlPlane::Assignments(const std::string& name) const {
+  std::lock_guard lock(mu_);
+  std::vector<JobRecord> out;
+  auto id = topo_.FindNode(name);
+  if (!id) return out;
+  for (JobId j : sched_->JobsOn(*id)) out.push_back(jobs_.at(j.value()));
+  std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.id < b.id; });
+  return out;
+}
+
+std::vector<int64_t> ControlPlane::JobsOn(const std::string& name, const Scope& scope) const {
+  std::vector<int64_t> out;
+  for (const JobRecord& j : Assignments(name)) {
+    if (scope.Sees(j.request.queue)) out.push_back(j.id);
+  }
+  return out;
+}
+
+// ---- Queues ----------------------------------------------------------------
+
+std::vector<QueueRecord> ControlPlane::Queues(const Scope& scope) const {
+  std::lock_guard lock(mu_);
+  const sched::QueueTree& tree = sched_->queues();
+  std::vector<QueueRecord> out(tree.size());
+  for (int32_t i = 0; i < tree.size(); ++i) {
+    out[i].spec = tree.spec(sched::QueueId(i));
+    out[i].used = tree.used(sched::QueueId(i));
+    if (auto l = limits_.find(out[i].spec.name); l != limits_.end()) out[i].limits = l->second;
+  }
+  for (int64_t id : active_) {
+    const JobRecord& j = jobs_.at(id);
+    auto q = tree.Find(j.request.queue);
+    if (!q) continue;
+    if (j.state == JobState::kPending) {
+      out[q->value()].pending++;
+      out[q->value()].pending_gpus += Gpus(j.request.gpus);
+    } else {
+      out[q->value()].running++;
+    }
+  }
+  std::erase_if(out, [&](const QueueRecord& q) { return !scope.Sees(q.spec.name); });
+  return out;
+}
+
+Result<QueueRecord> ControlPlane::SetQueue(const sched::QueueSpec& spec,
+                                           const SubmitLimits& limits) {
+  int64_t rev = 0;
+  QueueRecord copy;
+  {
+    std::lock_guard lock(mu_);
+    UNIPOOL_RETURN_IF_ERROR(store_.Writable());  // read-only: change nothing
+    sched::QueueTree& tree = sched_->queues();
+    if (spec.name.empty() || spec.name.size() > 63) {
+      return InvalidArgument("name: a queue needs a name of 1 to 63 characters");
+    }
+    if (auto q = tree.Find(spec.name)) {
+      if (tree.spec(*q).parent != spec.parent) {
+        return InvalidArgument("parent: queue '" + spec.name + "' has parent '" +
+                               tree.spec(*q).parent + "'; a parent cannot change");
+      }
+      UNIPOOL_RETURN_IF_ERROR(tree.Update(*q, spec));
+    } else {
+      if (!spec.parent.empty() && !tree.Find(spec.parent)) {
+        return InvalidArgument("parent: no queue named '" + spec.parent + "'");
+      }
+      Result<sched::QueueId> added = tree.Add(spec);
+      if (!added.ok()) return added.status();
+    }
+    copy.spec = spec;
+    copy.limits = limits;
+    copy.used = tree.used(*tree.Find(spec.name));
+    limits_[spec.name] = limits;
+    Txn txn;
+    txn.Put(QueueKey(spec.name), QueueToJson(QueueRecord{spec, limits}).dump());
+    Result<int64_t> r = ApplyLocked(txn);
+    if (!r.ok()) return r.status();
+    rev = *r;
+    dirty_ = true;
+  }
+  work_.notify_one();
+  UNIPOOL_RETURN_IF_ERROR(SyncOrRebuild(rev));
+  return copy;
+}
+
+int64_t ControlPlane::GraceSeconds(const std::string& queue) const {
+  std::lock_guard lock(mu_);
+  auto q = sched_->queues().Find(queue);
+  return q ? sched_->queues().spec(*q).grace.value() / 1000000000 : 120;
+}
+
+}  // namespace unipool::server

@@ -1,0 +1,330 @@
+// ControlPlane, the reconcile pass: leases, time limits, backoff, the
+// scheduler's decisions turned into record changes; gauges and metrics.
+#include "server/control.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "server/control_internal.h"
+#include "server/records.h"
+
+namespace unipool::server {
+
+using sched::JobId;
+using store::Txn;
+
+// ---- Reconcile -------------------------------------------------------------
+
+Summary ControlPlane::GetSummary(const Scope& scope) const {
+  std::lock_guard lock(mu_);
+  Summary s;
+  s.total = topo_.num_gpus();
+  s.allocated = sched_->allocated_gpus();
+  s.free = sched_->free_gpus();
+  s.unavailable = s.total - s.allocated - s.free;
+  s.nodes = topo_.num_nodes();
+  for (const NodeRecord& n : nodes_) s.nodes_up += n.state == NodeState::kUp;
+  for (int i = 0; i < 6; ++i) s.jobs[JobStateName(static_cast<JobState>(i))] = 0;
+  for (const auto& [id, j] : jobs_) {
+    if (scope.Sees(j.request.queue)) s.jobs[JobStateName(j.state)]++;
+  }
+  s.revision = store_.revision();
+  return s;
+}
+
+void ControlPlane::WaitForWork(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  work_.wait_for(lock, timeout, [&] { return dirty_; });
+}
+
+void ControlPlane::ExpireLeases(Time now, Txn& txn) {
+  if (options_.assume_nodes_up) return;
+  const Duration late = Duration(options_.node_lease.value() / 3);
+  for (NodeRecord& n : nodes_) {
+    if (!n.alive) continue;
+    const Duration silent = now - n.last_heartbeat;
+    // Not responding for a third of the lease: nothing new goes there (as
+    // Slurm's NOT_RESPONDING), so a restart does not land on a dying node.
+    if ((silent > late) != n.not_responding) {
+      n.not_responding = silent > late;
+      SetSchedNodeState(n, now);
+      if (n.not_responding)
+        metrics_.Add("unipool_heartbeats_missed_total", {{"partition", n.partition}});
+    }
+    if (silent <= options_.node_lease) continue;
+    n.alive = false;
+    n.not_responding = false;
+    SetSchedNodeState(n, now);
+    WriteNode(n, txn);
+    metrics_.Add("unipool_node_failures_total", {{"partition", n.partition}});
+    log_.Warn("control", "node lease expired", {{"node", n.name}});
+  }
+}
+
+// Looks only at jobs started with a time limit (`timed_`), dropping those
+// that stopped running since.
+void ControlPlane::EnforceTimeLimits(Time now, Txn& txn) {
+  std::vector<int64_t> over;
+  for (auto it = timed_.begin(); it != timed_.end();) {
+    const JobRecord& j = jobs_.at(*it);
+    if (j.state != JobState::kRunning) {
+      it = timed_.erase(it);
+      continue;
+    }
+    if (now - j.started > j.request.time_limit) over.push_back(j.id);
+    ++it;
+  }
+  for (int64_t id : over) {
+    (void)Finish(jobs_.at(id), JobState::kFailed, "TimeLimit", "ran past its time limit", txn);
+  }
+}
+
+void ControlPlane::RetryAfterBackoff(Time now, Txn& txn) {
+  for (auto it = backoff_.begin(); it != backoff_.end();) {
+    JobRecord& job = jobs_.at(*it);
+    if (job.state != JobState::kPending || job.retry_at.value() == 0) {
+      it = backoff_.erase(it);
+      continue;
+    }
+    if (job.retry_at > now) {
+      ++it;
+      continue;
+    }
+    job.retry_at = Time(0);
+    Result<sched::JobSpec> spec = ToSchedSpec(job.id, job.request);
+    Status st = spec.ok() ? sched_->Submit(*spec, job.submitted) : spec.status();
+    if (!st.ok()) {
+      (void)Finish(job, JobState::kFailed, "Failed", "cannot restart: " + st.message(), txn);
+    } else {
+      Write(job, "Requeued",
+            "backoff over; queued to restart from its checkpoint of " +
+                FormatTime(job.last_checkpoint),
+            txn);
+    }
+    it = backoff_.erase(it);
+  }
+}
+
+void ControlPlane::ApplyDecision(const sched::Decision& d, Time now, Txn& txn) {
+  std::visit(
+      [&](const auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, sched::CordonNode>) {
+          NodeRecord& n = nodes_[x.node.value()];
+          n.admin = "flaky";
+          n.why = x.why;
+          n.state = NodeState::kFlaky;
+          WriteNode(n, txn);
+          log_.Warn("control", "node cordoned: " + x.why, {{"node", n.name}});
+          return;
+        } else {
+          auto it = jobs_.find(x.job.value());
+          if (it == jobs_.end()) return;
+          JobRecord& job = it->second;
+          if constexpr (std::is_same_v<T, sched::StartJob>) {
+            job.state = JobState::kRunning;
+            job.stopped_nodes.clear();
+            job.tasks = ToTasks(x.placement);
+            job.started = now;
+            job.last_checkpoint = now;
+            ++job.generation;
+            if (job.request.time_limit.value() > 0) timed_.insert(job.id);
+            Write(job, "Started", DescribePlacement(topo_, x.placement), txn);
+          } else if constexpr (std::is_same_v<T, sched::ResizeJob>) {
+            job.tasks = ToTasks(x.placement);
+            ++job.generation;
+            Write(job, "Resized",
+                  "from " + std::to_string(x.from.value()) + " to " +
+                      std::to_string(x.placement.gpus().value()) + " GPUs",
+                  txn);
+          } else if constexpr (std::is_same_v<T, sched::PreemptJob>) {
+            job.state = JobState::kPreempting;
+            job.preempt_deadline = x.deadline;
+            ++job.preemptions;
+            job.lost_gpu_seconds += x.lost_gpu_seconds;
+            metrics_.Add("unipool_preemptions_total", {{"queue", job.request.queue}});
+            metrics_.Add("unipool_preempted_gpu_seconds_total", {{"queue", job.request.queue}},
+                         static_cast<double>(x.lost_gpu_seconds));
+            const std::string why = x.for_job.value() >= 0
+                                        ? "preempted for job " + std::to_string(x.for_job.value())
+                                        : "its node is being drained";
+            Write(job, "Preempted", why + "; checkpoint and stop by " + FormatTime(x.deadline),
+                  txn);
+          } else if constexpr (std::is_same_v<T, sched::RequeueJob>) {
+            job.state = JobState::kPending;
+            job.tasks.clear();
+            job.lost_gpu_seconds += x.lost_gpu_seconds;
+            if (x.failed_node.value() >= 0) ++job.restarts;  // a lost node: a failure
+            std::string why = x.failed_node.value() >= 0
+                                  ? "node " + topo_.node_name(x.failed_node) +
+                                        " lost (no heartbeat within the lease: the node or its "
+                                        "agent died, or the network cut it off)"
+                              : job.message.empty() ? "stopped"
+                                                    : job.message;
+            Write(job, "Requeued",
+                  why + "; resumes from its checkpoint of " + FormatTime(x.from_checkpoint), txn);
+          } else if constexpr (std::is_same_v<T, sched::FailJob>) {
+            job.state = JobState::kFailed;
+            job.finished = now;
+            Deactivate(job);
+            Write(job, "Failed", x.why, txn);
+          }
+        }
+      },
+      d);
+}
+
+Status ControlPlane::Reconcile() {
+  const auto t0 = std::chrono::steady_clock::now();
+  int64_t rev = 0;
+  size_t decisions = 0;
+  {
+    std::lock_guard lock(mu_);
+    // Read-only (a failed write): nothing is decided that could not be
+    // kept; agents keep their leases in memory meanwhile.
+    if (!store_.Writable().ok()) return Status::Ok();
+    dirty_ = false;
+    const Time now = Now();
+    Txn txn;
+    ExpireLeases(now, txn);
+    EnforceTimeLimits(now, txn);
+    RetryAfterBackoff(now, txn);
+    const std::vector<sched::Decision> out = sched_->Schedule(now);
+    decisions = out.size();
+    for (const sched::Decision& d : out) ApplyDecision(d, now, txn);
+    if (!txn.ops.empty()) {
+      Result<int64_t> r = ApplyLocked(txn);
+      if (!r.ok()) return r.status().code() == StatusCode::kUnavailable ? Status::Ok() : r.status();
+      rev = *r;
+    }
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  metrics_.Observe("unipool_scheduling_cycle_seconds", {}, secs);
+  if (decisions > 0) {
+    metrics_.Observe("unipool_scheduling_decision_seconds", {}, secs / decisions);
+    metrics_.Add("unipool_scheduling_decisions_total", {}, static_cast<double>(decisions));
+  }
+  if (rev == 0) return Status::Ok();
+  if (Status st = SyncOrRebuild(rev); !st.ok() && st.code() != StatusCode::kUnavailable) return st;
+  return Status::Ok();  // a failed write made the store read-only: keep serving reads
+}
+
+void ControlPlane::UpdateGauges() {
+  metrics_.Set("unipool_store_read_only", {}, store_.Writable().ok() ? 0 : 1);
+  const Summary s = GetSummary();
+  std::vector<QueueRecord> queues = Queues(Scope{});
+  std::lock_guard lock(mu_);
+  for (const char* g :
+       {"unipool_gpus", "unipool_jobs", "unipool_queue_pending_gpus", "unipool_queue_used_gpus",
+        "unipool_queue_guarantee_gpus", "unipool_queue_limit_gpus", "unipool_nodes",
+        "unipool_largest_free_block_gpus"}) {
+    metrics_.Reset(g);
+  }
+  // GPUs and nodes by partition and state.
+  std::map<std::string, int64_t> allocated;  // by node
+  for (int64_t id : active_) {
+    const JobRecord& j = jobs_.at(id);
+    if (j.state != JobState::kRunning && j.state != JobState::kPreempting) continue;
+    for (const TaskView& t : j.tasks) allocated[t.node] += t.gpus.size();
+  }
+  std::map<std::pair<std::string, std::string>, int64_t> gpus, nodes;
+  for (int32_t i = 0; i < topo_.num_nodes(); ++i) {
+    const NodeRecord& n = nodes_[i];
+    const int64_t free = sched_->pool().free(NodeId(i));
+    auto a = allocated.find(n.name);
+    const int64_t used = a == allocated.end() ? 0 : a->second;
+    gpus[{n.partition, "allocated"}] += used;
+    gpus[{n.partition, "free"}] += free;
+    gpus[{n.partition, "unavailable"}] += n.gpus - used - free;
+    nodes[{n.partition, NodeStateName(n.state)}]++;
+  }
+  for (const auto& [key, v] : gpus) {
+    metrics_.Set("unipool_gpus", {{"partition", key.first}, {"state", key.second}},
+                 static_cast<double>(v));
+  }
+  for (const auto& [key, v] : nodes) {
+    metrics_.Set("unipool_nodes", {{"partition", key.first}, {"state", key.second}},
+                 static_cast<double>(v));
+  }
+  // The largest free block at each tier: what a gang confined to one group
+  // of that tier can get now.
+  for (int t = 0; t < topo_.num_tiers(); ++t) {
+    metrics_.Set("unipool_largest_free_block_gpus", {{"tier", topo_.tier(t).name}},
+                 static_cast<double>(sched_->pool().MaxFree(topo_.top_tier(), GroupId(0), t + 1)));
+  }
+  std::map<std::pair<std::string, std::string>, int64_t> jobs;
+  for (const auto& [id, j] : jobs_) jobs[{j.request.queue, JobStateName(j.state)}]++;
+  for (const auto& [key, v] : jobs) {
+    metrics_.Set("unipool_jobs", {{"queue", key.first}, {"state", key.second}},
+                 static_cast<double>(v));
+  }
+  for (const QueueRecord& q : queues) {
+    const Labels l = {{"queue", q.spec.name}};
+    metrics_.Set("unipool_queue_pending_gpus", l, static_cast<double>(q.pending_gpus.value()));
+    metrics_.Set("unipool_queue_used_gpus", l, static_cast<double>(q.used.value()));
+    metrics_.Set("unipool_queue_guarantee_gpus", l, static_cast<double>(q.spec.guarantee.value()));
+    metrics_.Set("unipool_queue_limit_gpus", l, static_cast<double>(q.spec.limit.value()));
+  }
+  metrics_.Set("unipool_store_revision", {}, static_cast<double>(s.revision));
+  // The framework layer: what running jobs report of themselves.
+  static const std::pair<const char*, const char*> kProgress[] = {
+      {"step", "unipool_job_step"},
+      {"loss", "unipool_job_loss"},
+      {"throughput", "unipool_job_throughput"},
+      {"gradNorm", "unipool_job_grad_norm"}};
+  for (int64_t id : active_) {
+    const JobRecord& j = jobs_.at(id);
+    if (j.state != JobState::kRunning) continue;
+    const Labels l = {
+        {"job", std::to_string(id)}, {"name", j.request.name}, {"queue", j.request.queue}};
+    metrics_.Set("unipool_job_restarts", l, j.restarts);
+    if (j.progress.empty()) continue;
+    const Json p = Json::parse(j.progress, nullptr, false);
+    for (const auto& [field, metric] : kProgress) {
+      if (p.is_object() && p.contains(field) && p[field].is_number()) {
+        metrics_.Set(metric, l, p[field].get<double>());
+      }
+    }
+  }
+}
+
+void ControlPlane::DeclareMetrics(Metrics& m) {
+  using T = Metrics::Type;
+  m.Declare("unipool_store_read_only", T::kGauge,
+            "1 while the store refuses writes after a failed one (full or broken disk).");
+  m.Declare("unipool_store_write_failures_total", T::kCounter,
+            "Store writes that failed and were undone (memory rebuilt from the durable state).");
+  m.Declare("unipool_gpus", T::kGauge,
+            "GPUs by partition and state (allocated, free, unavailable).");
+  m.Declare("unipool_nodes", T::kGauge, "Nodes by partition and state.");
+  m.Declare("unipool_largest_free_block_gpus", T::kGauge,
+            "Most free GPUs inside one group of the tier.");
+  m.Declare("unipool_jobs", T::kGauge, "Jobs by queue and state.");
+  m.Declare("unipool_queue_pending_gpus", T::kGauge, "GPUs asked for by pending jobs.");
+  m.Declare("unipool_queue_used_gpus", T::kGauge, "GPUs held by the queue's running jobs.");
+  m.Declare("unipool_queue_guarantee_gpus", T::kGauge, "The queue's guaranteed GPUs (0: none).");
+  m.Declare("unipool_queue_limit_gpus", T::kGauge, "The queue's GPU limit (0: none).");
+  m.Declare("unipool_store_revision", T::kGauge, "The store's current revision.");
+  m.Declare("unipool_job_step", T::kGauge, "A running job's last reported training step.");
+  m.Declare("unipool_job_loss", T::kGauge, "A running job's last reported loss.");
+  m.Declare("unipool_job_throughput", T::kGauge,
+            "A running job's last reported throughput (its unit, e.g. samples/s).");
+  m.Declare("unipool_job_grad_norm", T::kGauge, "A running job's last reported gradient norm.");
+  m.Declare("unipool_job_restarts", T::kGauge, "A running job's restarts after failures.");
+  m.Declare("unipool_jobs_submitted_total", T::kCounter, "Jobs submitted.");
+  m.Declare("unipool_jobs_finished_total", T::kCounter, "Jobs ended, by final state.");
+  m.Declare("unipool_preemptions_total", T::kCounter, "Jobs preempted.");
+  m.Declare("unipool_preempted_gpu_seconds_total", T::kCounter,
+            "Work lost to preemptions: GPU-seconds since the victims' last checkpoints.");
+  m.Declare("unipool_node_failures_total", T::kCounter, "Nodes that went down.");
+  m.Declare("unipool_heartbeats_missed_total", T::kCounter,
+            "Nodes that stopped responding (silent for a third of the lease).");
+  m.Declare("unipool_scheduling_decisions_total", T::kCounter, "Scheduling decisions made.");
+  m.Declare("unipool_scheduling_cycle_seconds", T::kHistogram, "Time of one reconcile pass.",
+            Metrics::LatencyBuckets());
+  m.Declare("unipool_scheduling_decision_seconds", T::kHistogram,
+            "Reconcile time per decision made.", Metrics::LatencyBuckets());
+}
+
+}  // namespace unipool::server
