@@ -98,6 +98,7 @@ int DiscoverGpus() {
 struct Agent::LocalRun {
   int64_t generation = 0;
   bool preempted = false;  // stopping because the server asked (report "stopped")
+  bool gang_failed = false;  // a process failed: the agent killed the rest (report "failed")
   bool rank0 = false;      // this node runs global rank 0
   int grace_s = 30;
   std::string dir;
@@ -361,7 +362,8 @@ void Agent::Run() {
       const bool failed =
           std::any_of(run.run.exits().begin(), run.run.exits().end(),
                       [](const ExitInfo& e) { return !e.ok() && !e.stopped_by_us; });
-      if (!ended && failed) {  // one failed while others run: the gang fails whole
+      if (!ended && failed && !run.run.stopping()) {  // one failed: the gang fails whole
+        run.gang_failed = true;
         run.run.Kill();
         ended = true;
       }
@@ -554,7 +556,9 @@ void Agent::Finish(int64_t job, LocalRun& run) {
     Report(job, run.generation, "stopped", "stopped on " + options_.node);
     return;
   }
-  if (run.run.stopping() && !run.preempted) return;  // cancelled or moved: the server knows
+  // Cancelled or moved: the server knows. A gang this agent killed because
+  // one of its processes failed is reported, with that process's cause.
+  if (run.run.stopping() && !run.gang_failed) return;
   if (run.run.all_ok()) {
     if (run.rank0) Report(job, run.generation, "succeeded", "rank 0 exited 0 on " + options_.node);
     return;

@@ -396,3 +396,53 @@ TEST_F(AgentE2eTest, CutOffAgentKillsItsTasks) {
 
 }  // namespace
 }  // namespace unipool::testing
+
+namespace unipool::testing {
+namespace {
+
+// How many processes run `sleep SECONDS` (a marker value no other test uses).
+int CountSleepers(const std::string& seconds) {
+  int n = 0;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    std::ifstream in(e.path() / "cmdline");
+    std::string cmd;
+    std::getline(in, cmd, '\0');
+    std::string arg;
+    std::getline(in, arg, '\0');
+    if (cmd == "sleep" && arg == seconds) ++n;
+  }
+  return n;
+}
+
+// One rank of a 2-node gang exits 7 while the others sleep: the whole gang
+// fails at once (the agent stops its node's other process and reports the
+// first failure; the server stops the other node's), the job ends Failed
+// with that cause, and no process of it is left.
+TEST_F(AgentE2eTest, OneRankFailingFailsTheWholeGang) {
+  StartAgent("n0");
+  StartAgent("n1");
+  WaitNodesUp(2);
+  const std::string yaml =
+      "apiVersion: unipool/v1\nkind: Job\nmetadata: {name: gang}\nspec:\n"
+      "  command: [sh, -c, 'if [ \"$RANK\" = 3 ]; then sleep 1; exit 7; fi; exec sleep 6071']\n"
+      "  gpus: 4\n  gpusPerNode: 2\n  restartPolicy: {maxRestarts: 0}\n";
+  HttpReply r = server_.Call("POST", "/v1/jobs", "admin", yaml, "application/yaml");
+  ASSERT_EQ(r.status, 201) << r.body;
+  const int64_t id = r.json()["id"];
+  WaitFor(id, [](const Json& j) { return j["state"] == "Running"; }, 10, "ran");
+  const auto t0 = std::chrono::steady_clock::now();
+  Json done = WaitFor(id, [](const Json& j) { return j["state"] == "Failed"; }, 10, "failed");
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(secs, 5.0) << "from the crash (1 s after the start) to Failed";
+  EXPECT_NE(done["message"].get<std::string>().find("exit code 7"), std::string::npos)
+      << done.dump();
+  int left = -1;
+  for (int i = 0; i < 100 && left != 0; ++i) {
+    left = CountSleepers("6071");
+    if (left != 0) std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(left, 0) << "processes of the failed gang are still running";
+}
+
+}  // namespace
+}  // namespace unipool::testing

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <sstream>
 
 #include "io/quote.h"
@@ -54,9 +55,15 @@ static size_t EditDistance(const std::string& a, const std::string& b) {
 Result<Fields> Fields::Of(const YAML::Node& node, std::string path,
                           std::initializer_list<const char*> allowed) {
   if (!node.IsMap()) return Expected(node, path, "a mapping");
+  std::set<std::string> seen;  // yaml-cpp keeps both of a duplicated key
   for (const auto& kv : node) {
     if (!kv.first.IsScalar()) return Expected(kv.first, path, "a field name");
     const std::string key = kv.first.Scalar();
+    if (!seen.insert(key).second) {
+      return InvalidArgument(path + (path.empty() ? "" : ": ") + "field " + Quote(key) +
+                                 " is set twice",
+                             LocOf(kv.first));
+    }
     if (std::find_if(allowed.begin(), allowed.end(),
                      [&](const char* a) { return key == a; }) != allowed.end()) {
       continue;
