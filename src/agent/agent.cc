@@ -97,9 +97,9 @@ int DiscoverGpus() {
 // One job run on this node.
 struct Agent::LocalRun {
   int64_t generation = 0;
-  bool preempted = false;  // stopping because the server asked (report "stopped")
+  bool preempted = false;    // stopping because the server asked (report "stopped")
   bool gang_failed = false;  // a process failed: the agent killed the rest (report "failed")
-  bool rank0 = false;      // this node runs global rank 0
+  bool rank0 = false;        // this node runs global rank 0
   int grace_s = 30;
   std::string dir;
   ProcessGroup run;

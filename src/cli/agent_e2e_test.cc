@@ -429,9 +429,11 @@ TEST_F(AgentE2eTest, OneRankFailingFailsTheWholeGang) {
   HttpReply r = server_.Call("POST", "/v1/jobs", "admin", yaml, "application/yaml");
   ASSERT_EQ(r.status, 201) << r.body;
   const int64_t id = r.json()["id"];
-  WaitFor(id, [](const Json& j) { return j["state"] == "Running"; }, 10, "ran");
+  WaitFor(
+      id, [](const Json& j) { return j["state"] == "Running"; }, 10, "ran");
   const auto t0 = std::chrono::steady_clock::now();
-  Json done = WaitFor(id, [](const Json& j) { return j["state"] == "Failed"; }, 10, "failed");
+  Json done = WaitFor(
+      id, [](const Json& j) { return j["state"] == "Failed"; }, 10, "failed");
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_LT(secs, 5.0) << "from the crash (1 s after the start) to Failed";
   EXPECT_NE(done["message"].get<std::string>().find("exit code 7"), std::string::npos)

@@ -220,7 +220,8 @@ class Hostile {
           if (fd >= 0) Send(fd, "GET /v1/jobs HTTP/1.1\r\nHost: x\r\n");
         }
       }
-      for (int i = 0; i < 30 && !stop_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      for (int i = 0; i < 30 && !stop_; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     for (int fd : fds)
       if (fd >= 0) close(fd);
@@ -241,7 +242,8 @@ class Hostile {
           if (fd >= 0) Send(fd, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
         }
       }
-      for (int i = 0; i < 10 && !stop_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      for (int i = 0; i < 10 && !stop_; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     for (int fd : fds)
       if (fd >= 0) close(fd);
@@ -352,14 +354,14 @@ int RunApiBench(ApiBenchFlags& f) {
     };
     line("submit", out["submit"]);
     line("get", out["get"]);
-    std::printf("heartbeats: %zu nodes every %s, %lld sent, %lld failed; server: %.0f missed, "
-                "%.0f leases expired\n",
-                names.size(), f.heartbeat_every.c_str(), static_cast<long long>(beats.sent()),
-                static_cast<long long>(beats.failed()), missed, lost);
+    std::printf(
+        "heartbeats: %zu nodes every %s, %lld sent, %lld failed; server: %.0f missed, "
+        "%.0f leases expired\n",
+        names.size(), f.heartbeat_every.c_str(), static_cast<long long>(beats.sent()),
+        static_cast<long long>(beats.failed()), missed, lost);
     if (hostile) {
       std::printf("hostile: %d slow + %d idle connections, %lld pages of 1,000 jobs listed\n",
-                  f.slow_connections, f.idle_connections,
-                  static_cast<long long>(hostile->lists()));
+                  f.slow_connections, f.idle_connections, static_cast<long long>(hostile->lists()));
     }
     if (!submit_lat.first_error.empty())
       std::cout << "first submit error: " << submit_lat.first_error << "\n";

@@ -55,7 +55,8 @@ TEST(ServerAuthTest, TokenFileFailsClosed) {
     const char* logged;  // in the server's log
   };
   const std::vector<Case> cases = {
-      {"a typo", [&] { std::ofstream(file) << good << "  - name: [oops\n"; }, "token file rejected"},
+      {"a typo", [&] { std::ofstream(file) << good << "  - name: [oops\n"; },
+       "token file rejected"},
       {"deleted", [&] { fs::remove(file); }, "cannot read token file"},
       {"world-writable", [&] { chmod(file.c_str(), 0666); }, "writable by group or others"},
       {"group-writable", [&] { chmod(file.c_str(), 0620); }, "writable by group or others"},
@@ -86,7 +87,8 @@ TEST(ServerAuthTest, TokenFileFailsClosed) {
 }
 
 TEST(ServerAuthTest, TokenCreateWritesOwnerOnly) {
-  const std::string dir = (fs::temp_directory_path() / ("unipool-tok-" + std::to_string(getpid()))).string();
+  const std::string dir =
+      (fs::temp_directory_path() / ("unipool-tok-" + std::to_string(getpid()))).string();
   fs::create_directories(dir);
   const std::string file = dir + "/tokens.yaml";
   ASSERT_EQ(RunUnipool({"token", "create", "--file", file, "--name", "first", "--role", "join"})
@@ -98,9 +100,11 @@ TEST(ServerAuthTest, TokenCreateWritesOwnerOnly) {
   struct stat st;
   ASSERT_EQ(stat(file.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
-  RunResult bad = RunUnipool({"token", "create", "--file", file, "--name", "a b", "--role", "admin"});
+  RunResult bad =
+      RunUnipool({"token", "create", "--file", file, "--name", "a b", "--role", "admin"});
   EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_NE(bad.err.find("--name: expected 1 to 63 lowercase letters"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("--name: expected 1 to 63 lowercase letters"), std::string::npos)
+      << bad.err;
   fs::remove_all(dir);
 }
 

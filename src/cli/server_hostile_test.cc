@@ -26,19 +26,18 @@ constexpr int64_t kRssBoundKb = 256 * 1024;
 
 struct Hostile {
   std::string name;
-  std::string bytes;    // the whole request as sent
+  std::string bytes;       // the whole request as sent
   bool json_error = true;  // the answer is our JSON error (not the HTTP layer's)
 };
 
-std::string Request(const std::string& method, const std::string& target,
-                    const std::string& token, const std::string& body = "",
-                    const std::string& extra_headers = "") {
+std::string Request(const std::string& method, const std::string& target, const std::string& token,
+                    const std::string& body = "", const std::string& extra_headers = "") {
   std::string r = method + " " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n";
   if (!token.empty()) r += "Authorization: Bearer " + token + "\r\n";
   r += extra_headers;
   if (!body.empty() || method == "POST" || method == "PUT") {
-    r += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
-         "\r\n";
+    r +=
+        "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
   }
   return r + "\r\n" + body;
 }
@@ -130,16 +129,26 @@ TEST_F(HostileTest, HostileTableGetsNo5xx) {
   // Every route, with a bad segment, a bad parameter name and value, a
   // duplicate parameter, an unknown one and a NUL.
   const std::vector<std::pair<std::string, std::string>> routes = {
-      {"GET", "/v1/summary"},          {"GET", "/v1/jobs"},
-      {"POST", "/v1/jobs"},            {"GET", "/v1/jobs/1"},
-      {"DELETE", "/v1/jobs/1"},        {"POST", "/v1/jobs/1/cancel"},
-      {"GET", "/v1/jobs/1/events"},    {"GET", "/v1/jobs/1/explain"},
-      {"POST", "/v1/jobs/1/report"},   {"GET", "/v1/jobs/1/logs"},
-      {"GET", "/v1/nodes"},            {"GET", "/v1/nodes/dev-1"},
-      {"POST", "/v1/nodes/dev-1/cordon"}, {"POST", "/v1/nodes/dev-1/join"},
-      {"POST", "/v1/nodes/dev-1/heartbeat"}, {"GET", "/v1/nodes/dev-1/assignments"},
-      {"GET", "/v1/queues"},           {"GET", "/v1/queues/team-a"},
-      {"PUT", "/v1/queues/team-a"},    {"GET", "/v1/watch"},
+      {"GET", "/v1/summary"},
+      {"GET", "/v1/jobs"},
+      {"POST", "/v1/jobs"},
+      {"GET", "/v1/jobs/1"},
+      {"DELETE", "/v1/jobs/1"},
+      {"POST", "/v1/jobs/1/cancel"},
+      {"GET", "/v1/jobs/1/events"},
+      {"GET", "/v1/jobs/1/explain"},
+      {"POST", "/v1/jobs/1/report"},
+      {"GET", "/v1/jobs/1/logs"},
+      {"GET", "/v1/nodes"},
+      {"GET", "/v1/nodes/dev-1"},
+      {"POST", "/v1/nodes/dev-1/cordon"},
+      {"POST", "/v1/nodes/dev-1/join"},
+      {"POST", "/v1/nodes/dev-1/heartbeat"},
+      {"GET", "/v1/nodes/dev-1/assignments"},
+      {"GET", "/v1/queues"},
+      {"GET", "/v1/queues/team-a"},
+      {"PUT", "/v1/queues/team-a"},
+      {"GET", "/v1/watch"},
       {"GET", "/metrics"}};
   for (const auto& [method, path] : routes) {
     const std::string who = path.find("/heartbeat") != std::string::npos ||
@@ -155,13 +164,18 @@ TEST_F(HostileTest, HostileTableGetsNo5xx) {
     add(r + " duplicate parameter", Request(method, path + "?limit=1&limit=2", who, body));
     add(r + " unknown parameter", Request(method, path + "?nope=1", who, body));
     add(r + " NUL parameter", Request(method, path + "?x=%00", who, body));
-    add(r + " control in header", Request(method, path, who, body, "X-Note: a\x01" "b\r\n"));
+    add(r + " control in header", Request(method, path, who, body,
+                                          "X-Note: a\x01"
+                                          "b\r\n"));
   }
   // Hostile bodies for every route that reads one.
   const std::vector<std::pair<std::string, std::string>> writers = {
-      {"/v1/jobs", admin},           {"/v1/jobs/1/report", agent},
-      {"/v1/nodes/dev-1/join", Tok("join")}, {"/v1/nodes/dev-1/heartbeat", agent},
-      {"/v1/nodes/dev-1/cordon", admin},     {"/v1/queues/team-a", admin}};
+      {"/v1/jobs", admin},
+      {"/v1/jobs/1/report", agent},
+      {"/v1/nodes/dev-1/join", Tok("join")},
+      {"/v1/nodes/dev-1/heartbeat", agent},
+      {"/v1/nodes/dev-1/cordon", admin},
+      {"/v1/queues/team-a", admin}};
   const std::vector<std::pair<std::string, std::string>> bodies = {
       {"not JSON", "{"},
       {"invalid UTF-8 string", "{\"reason\":\"\xc3\x28\"}"},
@@ -182,10 +196,12 @@ TEST_F(HostileTest, HostileTableGetsNo5xx) {
   // Authentication.
   add("bearer invalid UTF-8", Request("GET", "/v1/jobs", "\xff\xfe"));
   add("bearer huge", Request("GET", "/v1/jobs", std::string(4000, 'a')));
-  add("basic auth", "GET /v1/jobs HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
-                    "Authorization: Basic YTpi\r\n\r\n");
-  add("empty bearer", "GET /v1/jobs HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
-                      "Authorization: Bearer \r\n\r\n");
+  add("basic auth",
+      "GET /v1/jobs HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+      "Authorization: Basic YTpi\r\n\r\n");
+  add("empty bearer",
+      "GET /v1/jobs HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+      "Authorization: Bearer \r\n\r\n");
   add("bearer NUL", Request("GET", "/v1/jobs", std::string("ab\0cd", 5)), false);
   // Methods and paths.
   add("unknown method", Request("BREW", "/v1/jobs", admin));
@@ -210,25 +226,26 @@ TEST_F(HostileTest, HostileTableGetsNo5xx) {
       "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
       "Content-Length: 99999999999999999999\r\n\r\n",
       false);
-  add("Content-Length over the limit", Request("POST", "/v1/jobs", admin, std::string(2 << 20, 'x')));
+  add("Content-Length over the limit",
+      Request("POST", "/v1/jobs", admin, std::string(2 << 20, 'x')));
   add("bad chunk size",
       "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n"
       "\r\nzz\r\nabc\r\n0\r\n\r\n",
       false);
   add("chunked over the limit",
       "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n"
-      "Authorization: Bearer " + admin + "\r\n\r\n300000\r\n" + std::string(0x300000, 'y') +
-          "\r\n0\r\n\r\n",
+      "Authorization: Bearer " +
+          admin + "\r\n\r\n300000\r\n" + std::string(0x300000, 'y') + "\r\n0\r\n\r\n",
       false);
-  add("header over the limit", Request("GET", "/v1/jobs", admin, "",
-                                       "X-Big: " + std::string(40000, 'h') + "\r\n"),
-      false);
+  add("header over the limit",
+      Request("GET", "/v1/jobs", admin, "", "X-Big: " + std::string(40000, 'h') + "\r\n"), false);
   std::string many;
   for (int i = 0; i < 2000; ++i) many += "X-" + std::to_string(i) + ": v\r\n";
   add("many headers", Request("GET", "/v1/jobs", admin, "", many), false);
   add("header without colon", Request("GET", "/v1/jobs", admin, "", "nonsense\r\n"), false);
   add("bare LF", "GET /v1/jobs HTTP/1.1\nHost: x\nConnection: close\n\n", false);
-  add("form body", Request("POST", "/v1/jobs", admin, "a=1", "Content-Type: application/x-www-form-urlencoded\r\n"));
+  add("form body", Request("POST", "/v1/jobs", admin, "a=1",
+                           "Content-Type: application/x-www-form-urlencoded\r\n"));
   ASSERT_GE(cases.size(), 150u);
 
   std::set<std::string> names;
@@ -239,12 +256,12 @@ TEST_F(HostileTest, HostileTableGetsNo5xx) {
     RawReply r = RawHttp(server_->port(), c.bytes);
     // 505 is HTTP's own answer to an unknown protocol version (RFC 9110
     // 15.6.6), given by the HTTP layer before any of ours runs.
-    if (c.name != "bad version") EXPECT_LT(r.status, 500) << r.head << "\n" << r.body.substr(0, 300);
+    if (c.name != "bad version")
+      EXPECT_LT(r.status, 500) << r.head << "\n" << r.body.substr(0, 300);
     if (c.json_error) {
       EXPECT_GE(r.status, 400) << r.head << "\n" << r.body.substr(0, 300);
       const Json j = Json::parse(r.body, nullptr, false);
-      EXPECT_TRUE(j.is_object() && j.contains("error") &&
-                  !j["error"].value("message", "").empty())
+      EXPECT_TRUE(j.is_object() && j.contains("error") && !j["error"].value("message", "").empty())
           << r.body.substr(0, 300);
     } else {
       EXPECT_TRUE(r.status == 0 || (r.status >= 400 && r.status < 500) || r.status == 505)
@@ -267,7 +284,8 @@ TEST_F(HostileTest, SlowAndIdleConnectionsStarveNothing) {
   getrlimit(RLIMIT_NOFILE, &nofile);
   nofile.rlim_cur = nofile.rlim_max;
   setrlimit(RLIMIT_NOFILE, &nofile);
-  if (nofile.rlim_cur < 2600) GTEST_SKIP() << "needs 2,600 open files, may have " << nofile.rlim_cur;
+  if (nofile.rlim_cur < 2600)
+    GTEST_SKIP() << "needs 2,600 open files, may have " << nofile.rlim_cur;
   const int port = server_->port();
   auto connect_one = [&] {
     const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -291,13 +309,14 @@ TEST_F(HostileTest, SlowAndIdleConnectionsStarveNothing) {
     for (int round = 0; !done; ++round) {
       const std::string line = "X-Slow-" + std::to_string(round) + ": 1\r\n";
       for (int fd : slow) send(fd, line.data(), line.size(), MSG_NOSIGNAL);
-      for (int i = 0; i < 30 && !done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      for (int i = 0; i < 30 && !done; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   });
   double worst_heartbeat = 0, worst_get = 0;
   for (int i = 0; i < 100; ++i) {
-    RawReply h = RawHttp(port, Request("POST", "/v1/nodes/dev-1/heartbeat", Tok("agent"),
-                                       "{\"health\":\"ok\"}"));
+    RawReply h = RawHttp(
+        port, Request("POST", "/v1/nodes/dev-1/heartbeat", Tok("agent"), "{\"health\":\"ok\"}"));
     EXPECT_EQ(h.status, 200) << h.body;
     worst_heartbeat = std::max(worst_heartbeat, h.seconds);
     RawReply g = RawHttp(port, Request("GET", "/v1/jobs/1", Tok("tenant-a")));

@@ -11,8 +11,8 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <thread>
 
@@ -37,8 +37,8 @@ std::string BigJob(int kb) {
 std::set<int64_t> JobIds(const TestServer& s) {
   std::set<int64_t> ids;
   for (std::string cont;;) {
-    HttpReply r = s.Call("GET", "/v1/jobs?limit=1000" + (cont.empty() ? "" : "&continue=" + cont),
-                         "admin");
+    HttpReply r =
+        s.Call("GET", "/v1/jobs?limit=1000" + (cont.empty() ? "" : "&continue=" + cont), "admin");
     EXPECT_EQ(r.status, 200) << r.body;
     const Json j = r.json();
     for (const Json& item : j["items"]) ids.insert(item["id"].get<int64_t>());
@@ -235,7 +235,10 @@ TEST(ServerStoreTest, DamagedStoresAreRefused) {
                                              "012345678901234567890123456789\n";
        },
        "error: {db}: not a SQLite database (file is not a database)", true},
-      {"foreign tables", [](const std::string& d) { Sql(d + "/unipool.db", "DROP TABLE kv; CREATE TABLE users (id INTEGER);"); },
+      {"foreign tables",
+       [](const std::string& d) {
+         Sql(d + "/unipool.db", "DROP TABLE kv; CREATE TABLE users (id INTEGER);");
+       },
        "error: {db} is not a unipool store (its tables: meta,probe,users)", true},
       {"without its table", [](const std::string& d) { Sql(d + "/unipool.db", "DROP TABLE kv;"); },
        "error: {db} is not a unipool store (its tables: meta,probe)"},
@@ -244,10 +247,15 @@ TEST(ServerStoreTest, DamagedStoresAreRefused) {
          Sql(d + "/unipool.db", "DROP TABLE kv; CREATE TABLE kv (key TEXT, value BLOB);");
        },
        "error: {db} has another schema (kv: key,value; meta: name,value)"},
-      {"format 99", [](const std::string& d) { Sql(d + "/unipool.db", "UPDATE meta SET value = 99 WHERE name = 'format';"); },
+      {"format 99",
+       [](const std::string& d) {
+         Sql(d + "/unipool.db", "UPDATE meta SET value = 99 WHERE name = 'format';");
+       },
        "error: {db}: store format 99 is not the one this unipool reads (1)"},
       {"revision lowered",
-       [](const std::string& d) { Sql(d + "/unipool.db", "UPDATE meta SET value = 2 WHERE name = 'revision';"); },
+       [](const std::string& d) {
+         Sql(d + "/unipool.db", "UPDATE meta SET value = 2 WHERE name = 'revision';");
+       },
        ""},  // the record named depends on the store's history: checked below
       {"key and id disagree",
        [&](const std::string& d) {
@@ -259,7 +267,8 @@ TEST(ServerStoreTest, DamagedStoresAreRefused) {
        [&](const std::string& d) {
          Sql(d + "/unipool.db",
              "UPDATE kv SET value = replace(CAST(value AS TEXT), '\"gpus\":[0,', "
-             "'\"gpus\":[4000000000,') WHERE key = '" + job1 + "';");
+             "'\"gpus\":[4000000000,') WHERE key = '" +
+                 job1 + "';");
        },
        "error: store record /jobs/000000000001: job.tasks.gpus: 4000000000 is not a GPU index (0 "
        "to 65535)"},
@@ -267,7 +276,8 @@ TEST(ServerStoreTest, DamagedStoresAreRefused) {
        [&](const std::string& d) {
          Sql(d + "/unipool.db",
              "UPDATE kv SET value = replace(CAST(value AS TEXT), '\"restarts\":0', "
-             "'\"restarts\":1e300') WHERE key = '" + job1 + "';");
+             "'\"restarts\":1e300') WHERE key = '" +
+                 job1 + "';");
        },
        "error: store record /jobs/000000000001: job.restarts: expected a whole number"},
   };
@@ -278,11 +288,17 @@ TEST(ServerStoreTest, DamagedStoresAreRefused) {
     fs::copy(source, dir, fs::copy_options::recursive);
     fs::remove(dir + "/LOCK");
     c.apply(dir);
-    std::vector<std::string> args = {"server",    "--cluster", "examples/clusters/devbox.yaml",
-                                     "--tokens",  good.dir() + "/tokens.yaml",
-                                     "--data",    dir,
-                                     "--listen",  "127.0.0.1:0",
-                                     "--log-level", "error"};
+    std::vector<std::string> args = {"server",
+                                     "--cluster",
+                                     "examples/clusters/devbox.yaml",
+                                     "--tokens",
+                                     good.dir() + "/tokens.yaml",
+                                     "--data",
+                                     dir,
+                                     "--listen",
+                                     "127.0.0.1:0",
+                                     "--log-level",
+                                     "error"};
     if (c.init) args.push_back("--init");
     RunResult run = RunUnipool(args);
     EXPECT_NE(run.exit_code, 0);

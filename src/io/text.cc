@@ -79,8 +79,9 @@ bool IsDnsSubdomain(std::string_view s) {
     if (dot == std::string_view::npos) dot = s.size();
     const std::string_view label = s.substr(start, dot - start);
     if (label.empty() || label.size() > 63 || !Alnum(label.front(), false) ||
-        !Alnum(label.back(), false) ||
-        !std::all_of(label.begin(), label.end(), [](char c) { return Alnum(c, false) || c == '-'; })) {
+        !Alnum(label.back(), false) || !std::all_of(label.begin(), label.end(), [](char c) {
+          return Alnum(c, false) || c == '-';
+        })) {
       return false;
     }
     start = dot + 1;

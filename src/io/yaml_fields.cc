@@ -23,12 +23,16 @@ SourceLoc LocOf(const YAML::Node& node) {
 
 static std::string Describe(const YAML::Node& node) {
   switch (node.Type()) {
-    case YAML::NodeType::Map: return "a mapping";
-    case YAML::NodeType::Sequence: return "a list";
-    case YAML::NodeType::Null: return "nothing";
+    case YAML::NodeType::Map:
+      return "a mapping";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Null:
+      return "nothing";
     case YAML::NodeType::Scalar:
       return Quote(node.Scalar());
-    default: return "nothing";
+    default:
+      return "nothing";
   }
 }
 
@@ -60,12 +64,12 @@ Result<Fields> Fields::Of(const YAML::Node& node, std::string path,
     if (!kv.first.IsScalar()) return Expected(kv.first, path, "a field name");
     const std::string key = kv.first.Scalar();
     if (!seen.insert(key).second) {
-      return InvalidArgument(path + (path.empty() ? "" : ": ") + "field " + Quote(key) +
-                                 " is set twice",
-                             LocOf(kv.first));
+      return InvalidArgument(
+          path + (path.empty() ? "" : ": ") + "field " + Quote(key) + " is set twice",
+          LocOf(kv.first));
     }
-    if (std::find_if(allowed.begin(), allowed.end(),
-                     [&](const char* a) { return key == a; }) != allowed.end()) {
+    if (std::find_if(allowed.begin(), allowed.end(), [&](const char* a) { return key == a; }) !=
+        allowed.end()) {
       continue;
     }
     std::string hint;
@@ -101,7 +105,8 @@ class Counter : public YAML::EventHandler {
   void OnDocumentEnd() override {}
   void OnNull(const YAML::Mark&, YAML::anchor_t) override { ++events; }
   void OnAlias(const YAML::Mark&, YAML::anchor_t) override { ++events; }
-  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {
     ++events;
   }
   void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
@@ -164,7 +169,8 @@ bool ParseDuration(const std::string& s, Duration* out) {
   for (const auto& [suffix, factor] : kUnits) {
     const size_t n = std::strlen(suffix);
     if (s.size() > n && s.compare(s.size() - n, n, suffix) == 0 &&
-        (std::isdigit(static_cast<unsigned char>(s[s.size() - n - 1])) || s[s.size() - n - 1] == '.')) {
+        (std::isdigit(static_cast<unsigned char>(s[s.size() - n - 1])) ||
+         s[s.size() - n - 1] == '.')) {
       number = s.substr(0, s.size() - n);
       scale = factor;
       break;
@@ -198,8 +204,8 @@ Status Fields::Int(const char* key, int64_t* out, int64_t min, int64_t max, bool
   const YAML::Node n = node_[key];
   if (!n.IsDefined()) return required ? Missing(key) : Status::Ok();
   int64_t v = 0;
-  const std::string range = "a whole number from " + std::to_string(min) + " to " +
-                            std::to_string(max);
+  const std::string range =
+      "a whole number from " + std::to_string(min) + " to " + std::to_string(max);
   if (!n.IsScalar() || !ParseInt64(n.Scalar(), &v) || v < min || v > max) {
     return Expected(n, PathOf(key), range);
   }
@@ -207,8 +213,7 @@ Status Fields::Int(const char* key, int64_t* out, int64_t min, int64_t max, bool
   return Status::Ok();
 }
 
-Status Fields::Int32(const char* key, int32_t* out, int32_t min, int32_t max,
-                     bool required) const {
+Status Fields::Int32(const char* key, int32_t* out, int32_t min, int32_t max, bool required) const {
   int64_t v = *out;
   UNIPOOL_RETURN_IF_ERROR(Int(key, &v, min, max, required));
   *out = static_cast<int32_t>(v);

@@ -106,8 +106,8 @@ bool ApiServer::Call::Allow(std::initializer_list<Role> roles) {
   for (Role r : roles) {
     if (who.role == r) return true;
   }
-  Fail(PermissionDenied(std::string("role ") + RoleName(who.role) + " (" + who.name +
-                        ") may not " + req.method + " " + req.path));
+  Fail(PermissionDenied(std::string("role ") + RoleName(who.role) + " (" + who.name + ") may not " +
+                        req.method + " " + req.path));
   return false;
 }
 
@@ -254,8 +254,7 @@ Status ApiServer::Init() {
   Route("POST", "/v1/jobs/*/cancel", "/v1/jobs/{id}/cancel", &ApiServer::CancelJob);
   Route("GET", "/v1/jobs/*/events", "/v1/jobs/{id}/events", &ApiServer::JobEvents);
   Route("GET", "/v1/jobs/*/explain", "/v1/jobs/{id}/explain", &ApiServer::ExplainJob);
-  Route("POST", "/v1/jobs/*/report", "/v1/jobs/{id}/report", &ApiServer::ReportJob,
-        Lane::kAgent);
+  Route("POST", "/v1/jobs/*/report", "/v1/jobs/{id}/report", &ApiServer::ReportJob, Lane::kAgent);
   Route("GET", "/v1/jobs/*/logs", "/v1/jobs/{id}/logs", &ApiServer::JobLogs);
   Route("GET", "/v1/nodes", "/v1/nodes", &ApiServer::ListNodes);
   Route("GET", "/v1/nodes/*", "/v1/nodes/{name}", &ApiServer::GetNode);
@@ -266,8 +265,8 @@ Status ApiServer::Init() {
   Route("POST", "/v1/nodes/*/join", "/v1/nodes/{name}/join", &ApiServer::JoinNode, Lane::kAgent);
   Route("POST", "/v1/nodes/*/heartbeat", "/v1/nodes/{name}/heartbeat", &ApiServer::Heartbeat,
         Lane::kAgent);
-  Route("GET", "/v1/nodes/*/assignments", "/v1/nodes/{name}/assignments",
-        &ApiServer::Assignments, Lane::kAgent);
+  Route("GET", "/v1/nodes/*/assignments", "/v1/nodes/{name}/assignments", &ApiServer::Assignments,
+        Lane::kAgent);
   Route("GET", "/v1/queues", "/v1/queues", &ApiServer::ListQueues);
   Route("GET", "/v1/queues/*", "/v1/queues/{name}", &ApiServer::GetQueue);
   Route("PUT", "/v1/queues/*", "/v1/queues/{name}", &ApiServer::PutQueue);
@@ -313,7 +312,9 @@ void ApiServer::Admit(HttpRequest& req, HttpResponse& res, Admission& adm) {
   if (req.method == "GET" && (req.path == "/healthz" || req.path == "/readyz")) {
     const bool ready = req.path == "/healthz" || (!stopping_ && control_.Writable());
     res.status = ready ? 200 : 503;
-    res.set_content(ready ? "ok\n" : stopping_ ? "stopping\n" : control_.WhyNotWritable() + "\n",
+    res.set_content(ready       ? "ok\n"
+                    : stopping_ ? "stopping\n"
+                                : control_.WhyNotWritable() + "\n",
                     "text/plain");
     return;
   }

@@ -1,6 +1,6 @@
 // Cluster-wide handlers: /metrics, /v1/summary, /v1/queues and /v1/watch.
-#include "server/api_call.h"
 #include "io/text.h"
+#include "server/api_call.h"
 #include "server/records.h"
 
 namespace unipool::server {

@@ -46,7 +46,8 @@ void ApiServer::NodeAction(Call& c) {
   if (!c.Allow({Role::kAdmin}) || !c.Query({}) || !c.Body({"reason"}, &body, false)) return;
   std::string reason;
   if (!c.String(body, "reason", 1024, &reason)) return;
-  Result<NodeRecord> n = control_.SetNodeAdmin(c.Path(1), c.req.path.substr(c.req.path.rfind('/') + 1), reason);
+  Result<NodeRecord> n =
+      control_.SetNodeAdmin(c.Path(1), c.req.path.substr(c.req.path.rfind('/') + 1), reason);
   if (!n.ok()) return c.Fail(n.status());
   c.Reply(200, NodeToJson(*n));
 }

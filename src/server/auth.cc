@@ -1,9 +1,8 @@
 #include "server/auth.h"
 
+#include <fcntl.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
-
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -107,8 +106,8 @@ Result<TokenFile> TokenFile::Parse(const std::string& text, const std::string& s
     if (Status s = f->Sequence("queues", &queues); !s.ok()) return located(s);
     for (const YAML::Node& q : queues) {
       if (!q.IsScalar() || !io::IsQueueName(q.Scalar())) {
-        return located(io::Expected(q, path + ".queues",
-                                    std::string("queue names: ") + io::kQueueNameRule));
+        return located(
+            io::Expected(q, path + ".queues", std::string("queue names: ") + io::kQueueNameRule));
       }
       p.queues.insert(q.as<std::string>());
     }
@@ -130,8 +129,8 @@ Result<TokenFile> TokenFile::Load(const std::string& path) {
   if (st.st_mode & (S_IWGRP | S_IWOTH)) {
     char mode[8];
     snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-    return PermissionDenied("token file " + path + " is writable by group or others (mode " +
-                            mode + "): anyone who can write it can make tokens; chmod 600 " + path);
+    return PermissionDenied("token file " + path + " is writable by group or others (mode " + mode +
+                            "): anyone who can write it can make tokens; chmod 600 " + path);
   }
   std::ifstream in(path);
   if (!in) return NotFound("cannot read token file " + path);
@@ -152,8 +151,8 @@ Result<std::string> TokenFile::Create(const std::string& path, const std::string
   }
   for (const std::string& q : queues) {
     if (!io::IsQueueName(q)) {
-      return InvalidArgument("--queues: '" + q.substr(0, 64) + "' is not a queue name: " +
-                             io::kQueueNameRule);
+      return InvalidArgument("--queues: '" + q.substr(0, 64) +
+                             "' is not a queue name: " + io::kQueueNameRule);
     }
   }
   if (role == Role::kTenant && queues.empty()) {
@@ -189,8 +188,8 @@ Result<std::string> TokenFile::Create(const std::string& path, const std::string
   const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return Unavailable("cannot write token file " + tmp);
   fchmod(fd, 0600);
-  const bool written = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
-                       fsync(fd) == 0;
+  const bool written =
+      write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && fsync(fd) == 0;
   close(fd);
   if (!written || rename(tmp.c_str(), path.c_str()) != 0) {
     unlink(tmp.c_str());

@@ -110,8 +110,9 @@ void ControlPlane::RebuildLocked() {
   next_id_ = std::max(next_id_, next_id);  // an id once given out is never given again
   dirty_ = true;
   metrics_.Add("unipool_store_write_failures_total", {});
-  log_.Error("control", "a store write failed: memory rebuilt from the durable state; read-only "
-                        "until the store can write",
+  log_.Error("control",
+             "a store write failed: memory rebuilt from the durable state; read-only "
+             "until the store can write",
              {{"revision", store_.revision()}, {"why", store_.Writable().message()}});
 }
 
@@ -238,7 +239,7 @@ Status ControlPlane::RecoverJob(JobRecord& job) {
   }
   if (job.state != JobState::kPending) {
     Status st = sched_->Restore(*spec, ToPlacement(job.tasks), job.submitted, job.started,
-                               job.last_checkpoint, job.restarts);
+                                job.last_checkpoint, job.restarts);
     if (st.ok() && job.state == JobState::kPreempting) {
       // Still stopping: the same deadline, then taken as gone if silent.
       st = sched_->RestorePreempting(sched::JobId(job.id), job.preempt_deadline);

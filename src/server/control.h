@@ -287,7 +287,7 @@ class ControlPlane {
   bool dirty_ = true;
   std::unique_ptr<sched::Scheduler> sched_;
   std::map<int64_t, JobRecord> jobs_;
-  std::set<int64_t> active_;   // not terminal
+  std::set<int64_t> active_;  // not terminal
   std::map<std::string, int64_t> active_by_queue_;
   std::map<std::string, SubmitLimits> limits_;  // by queue
   struct Bucket {
@@ -295,8 +295,8 @@ class ControlPlane {
     Time at;
   };
   std::map<std::string, Bucket> buckets_;  // by queue and submitter
-  std::set<int64_t> timed_;    // running (or recently) with a time limit
-  std::set<int64_t> backoff_;  // failed, waiting to restart (JobRecord::retry_at)
+  std::set<int64_t> timed_;                // running (or recently) with a time limit
+  std::set<int64_t> backoff_;              // failed, waiting to restart (JobRecord::retry_at)
   std::vector<NodeRecord> nodes_;
   std::map<std::string, std::string> node_tokens_;  // token hash -> node
   int64_t next_id_ = 1;

@@ -1,11 +1,10 @@
 // ControlPlane, jobs: submit (with the queue's limits), read, cancel, and
 // the agents' reports.
-#include "server/control.h"
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 
+#include "server/control.h"
 #include "server/control_internal.h"
 #include "server/records.h"
 

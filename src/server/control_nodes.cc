@@ -1,11 +1,10 @@
 // ControlPlane, nodes and queues: admin states, heartbeats and leases' input,
 // joins, assignments; queue definitions and their limits.
-#include "server/control.h"
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 
+#include "server/control.h"
 #include "server/control_internal.h"
 #include "server/records.h"
 

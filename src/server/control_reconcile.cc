@@ -1,11 +1,10 @@
 // ControlPlane, the reconcile pass: leases, time limits, backoff, the
 // scheduler's decisions turned into record changes; gauges and metrics.
-#include "server/control.h"
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 
+#include "server/control.h"
 #include "server/control_internal.h"
 #include "server/records.h"
 

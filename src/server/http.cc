@@ -208,10 +208,8 @@ struct HttpServer::Impl {
   WorkerPool& lane(Lane l) { return *lanes[static_cast<int>(l)]; }
 
   static MHD_Result OnRequest(void* cls, MHD_Connection* conn, const char* url, const char* method,
-                              const char*, const char* upload, size_t* upload_size,
-                              void** con_cls);
-  static void OnCompleted(void* cls, MHD_Connection*, void** con_cls,
-                          MHD_RequestTerminationCode);
+                              const char*, const char* upload, size_t* upload_size, void** con_cls);
+  static void OnCompleted(void* cls, MHD_Connection*, void** con_cls, MHD_RequestTerminationCode);
 
   MHD_Result Begin(MHD_Connection* conn, const char* url, const char* method, void** con_cls);
   MHD_Result Dispatch(Ctx* ctx);
@@ -288,9 +286,9 @@ bool HttpServer::Impl::Decode(Ctx* ctx) {
   HttpRequest& req = ctx->req;
   size_t at = 0;
   auto bad = [&](const std::string& where) {
-    ctx->res = Error(400, "INVALID_ARGUMENT",
-                     where + ": invalid UTF-8 or a control character at byte " +
-                         std::to_string(at));
+    ctx->res =
+        Error(400, "INVALID_ARGUMENT",
+              where + ": invalid UTF-8 or a control character at byte " + std::to_string(at));
     return false;
   };
   if (!CleanText(req.path, &at)) return bad("path");
@@ -399,8 +397,8 @@ MHD_Result HttpServer::Impl::Dispatch(Ctx* ctx) {
   MHD_resume_connection(ctx->conn);
   ReleaseClientSlot(ctx->client);
   ctx->client.clear();
-  HttpResponse r = Error(503, "UNAVAILABLE",
-                         stopping ? "the server is stopping" : "the server is busy; retry");
+  HttpResponse r =
+      Error(503, "UNAVAILABLE", stopping ? "the server is stopping" : "the server is busy; retry");
   r.set_header("Retry-After", "1");
   refused(ctx->req, r);
   ctx->res = r;
@@ -502,9 +500,8 @@ Result<int> HttpServer::Bind(const std::string& host, int port) {
   socklen_t len = sizeof addr;
   getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   impl_->listen_fd = fd;
-  return addr.ss_family == AF_INET6
-             ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
-             : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+  return addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
+                                    : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
 }
 
 Status HttpServer::Start() {

@@ -40,7 +40,7 @@ namespace unipool::server {
 
 struct HttpRequest {
   std::string method;
-  std::string path;  // percent-decoded
+  std::string path;                                         // percent-decoded
   std::vector<std::pair<std::string, std::string>> params;  // query, in order
   std::map<std::string, std::string> headers;               // names lowercased
   std::string body;
@@ -76,12 +76,12 @@ struct HttpResponse {
 enum class Lane { kAgent, kUser, kLongPoll };
 
 struct HttpLimits {
-  int event_threads = 2;      // epoll loops that own the connections
-  int agent_workers = 32;     // heartbeats, reports, joins, assignments
-  int user_workers = 64;      // everything else
+  int event_threads = 2;        // epoll loops that own the connections
+  int agent_workers = 32;       // heartbeats, reports, joins, assignments
+  int user_workers = 64;        // everything else
   int long_poll_workers = 128;  // watch and assignments long polls
-  int queue_depth = 4096;     // requests waiting per lane; then 503
-  int idle_timeout_s = 10;    // nothing received for this long: closed
+  int queue_depth = 4096;       // requests waiting per lane; then 503
+  int idle_timeout_s = 10;      // nothing received for this long: closed
   int max_connections = 16384;
   int max_connections_per_ip = 0;  // 0: no cap (agents often share NAT)
   int max_in_flight_per_client = 32;

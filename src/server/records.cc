@@ -68,10 +68,9 @@ static Status StoredInt(const Json& j, const char* key, int64_t lo, int64_t hi, 
     return InvalidArgument(std::string("job.") + key + ": expected a whole number");
   }
   const Json& v = j[key];
-  const bool in_range = v.is_number_unsigned()
-                            ? v.get<uint64_t>() <= static_cast<uint64_t>(hi) &&
-                                  static_cast<int64_t>(v.get<uint64_t>()) >= lo
-                            : v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
+  const bool in_range = v.is_number_unsigned() ? v.get<uint64_t>() <= static_cast<uint64_t>(hi) &&
+                                                     static_cast<int64_t>(v.get<uint64_t>()) >= lo
+                                               : v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
   if (!in_range) {
     return InvalidArgument(std::string("job.") + key + ": " + v.dump() + " is out of range [" +
                            std::to_string(lo) + ", " + std::to_string(hi) + "]");
@@ -187,10 +186,13 @@ Json QueueToJson(const QueueRecord& q) {
 // fields and bad values are errors naming `where`.field.
 Result<sched::QueueSpec> QueueSpecFromJson(const Json& j, const std::string& where) {
   if (!j.is_object()) return InvalidArgument(where + ": expected a JSON object");
-  static const std::set<std::string> kKnown = {
-      "name",         "parent",   "guarantee",   "limit",       "weight",     "policy",
-      "graceSeconds", "usedGpus", "pendingJobs", "runningJobs", "pendingGpus",
-      "maxJobs",      "maxSpecBytes", "maxSubmitsPerMinute"};
+  static const std::set<std::string> kKnown = {"name",         "parent",
+                                               "guarantee",    "limit",
+                                               "weight",       "policy",
+                                               "graceSeconds", "usedGpus",
+                                               "pendingJobs",  "runningJobs",
+                                               "pendingGpus",  "maxJobs",
+                                               "maxSpecBytes", "maxSubmitsPerMinute"};
   for (const auto& [key, v] : j.items()) {
     if (!kKnown.contains(key)) {
       return InvalidArgument(where + "." + io::OneLine(io::Truncate(key, 64)) + ": unknown field");

@@ -50,8 +50,8 @@ Result<int64_t> KvCache::Apply(const Txn& txn, const std::function<void(int64_t)
   auto& undo = undo_[rev];
   for (const Op& op : txn.ops) {
     auto before = kvs_.find(op.key);
-    undo.emplace_back(op.key, before == kvs_.end() ? std::nullopt
-                                                   : std::optional<KeyValue>(before->second));
+    undo.emplace_back(
+        op.key, before == kvs_.end() ? std::nullopt : std::optional<KeyValue>(before->second));
     if (op.type == Op::Type::kPut) {
       auto [it, fresh] = kvs_.try_emplace(op.key);
       KeyValue& kv = it->second;
@@ -130,9 +130,8 @@ void KvCache::Fail(Status status) {
 Status KvCache::WaitDurable(int64_t revision) {
   std::unique_lock lock(mu_);
   auto reverted = [&] { return reverted_.find(revision); };
-  changed_.wait(lock, [&] {
-    return durable_ >= revision || !failed_.ok() || reverted() != reverted_.end();
-  });
+  changed_.wait(
+      lock, [&] { return durable_ >= revision || !failed_.ok() || reverted() != reverted_.end(); });
   if (auto it = reverted(); it != reverted_.end()) return it->second;
   return durable_ >= revision ? Status::Ok() : failed_;
 }

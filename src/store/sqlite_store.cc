@@ -74,8 +74,8 @@ std::string Db::Columns(const char* table) {
   const std::string sql = std::string("PRAGMA table_info(") + table + ")";
   if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &s, nullptr) != SQLITE_OK) return out;
   while (sqlite3_step(s) == SQLITE_ROW) {
-    out += (out.empty() ? "" : ",") + std::string(reinterpret_cast<const char*>(
-                                          sqlite3_column_text(s, 1)));
+    out += (out.empty() ? "" : ",") +
+           std::string(reinterpret_cast<const char*>(sqlite3_column_text(s, 1)));
   }
   sqlite3_finalize(s);
   return out;
@@ -197,11 +197,10 @@ Result<std::pair<std::vector<KeyValue>, int64_t>> Db::Load() {
     const bool ok = !kv.key.empty() && kv.key[0] == '/' && kv.create_revision >= 1 &&
                     kv.create_revision <= kv.mod_revision && kv.mod_revision <= revision;
     if (!ok) {
-      return FailedPrecondition("record " + kv.key.substr(0, 200) + ": revisions " +
-                                std::to_string(kv.create_revision) + "/" +
-                                std::to_string(kv.mod_revision) +
-                                " do not fit the store's revision " + std::to_string(revision) +
-                                " (damaged store)");
+      return FailedPrecondition(
+          "record " + kv.key.substr(0, 200) + ": revisions " + std::to_string(kv.create_revision) +
+          "/" + std::to_string(kv.mod_revision) + " do not fit the store's revision " +
+          std::to_string(revision) + " (damaged store)");
     }
   }
   return std::make_pair(std::move(kvs), revision);
@@ -243,8 +242,7 @@ Status Db::Write(const std::vector<std::pair<int64_t, Txn>>& batch) {
 // A small real write (a page or so, then gone): succeeds once the disk
 // takes writes again.
 Status Db::Probe() {
-  Status st = Exec(
-      "BEGIN; INSERT INTO probe VALUES (zeroblob(16384)); DELETE FROM probe; COMMIT;");
+  Status st = Exec("BEGIN; INSERT INTO probe VALUES (zeroblob(16384)); DELETE FROM probe; COMMIT;");
   if (!st.ok()) (void)Exec("ROLLBACK");
   return st;
 }
