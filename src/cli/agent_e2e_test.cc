@@ -229,7 +229,8 @@ TEST_F(AgentE2eTest, KillNineOfAnAgentRestartsTheJobFromItsCheckpoint) {
   for (const Json& t : restarted["tasks"]) EXPECT_NE(t["node"], victim);
   Json done = WaitFor(
       id, [](const Json& j) { return j["state"] == "Succeeded"; }, 60, "succeeded");
-  EXPECT_EQ(done["restarts"], 1);
+  EXPECT_EQ(done["restarts"], 0) << "a lost node is not the job's failure";
+  EXPECT_EQ(done["disruptions"], 1);
   EXPECT_EQ(Json::parse(ReadAll(Ckpt(id) + "/done.json"))["step"], 300);
   const std::vector<std::string> types = EventTypes(id);
   EXPECT_NE(std::find(types.begin(), types.end(), "Requeued"), types.end());
@@ -331,7 +332,11 @@ TEST_F(AgentE2eTest, PyTorchDdpSurvivesKillNineOfAnAgent) {
   agents_.erase(victim);
   Json done = WaitFor(
       id, [](const Json& j) { return j["state"] == "Succeeded"; }, 120, "succeeded");
-  EXPECT_EQ(done["restarts"], 1);
+  // One restart, whichever the server saw first: the node's lease running
+  // out (a disruption) or the survivors failing when gloo lost their peer
+  // (still counted as the job's own failure; telling the two apart is
+  // issue 12's work).
+  EXPECT_EQ(done["restarts"].get<int>() + done["disruptions"].get<int>(), 1) << done.dump();
   EXPECT_EQ(Json::parse(ReadAll(Ckpt(id) + "/done.json"))["step"], 300);
   EXPECT_TRUE(fs::exists(Ckpt(id) + "/ckpt-300.pt"));
   if (HasFailure() || std::getenv("UNIPOOL_TEST_VERBOSE")) {  // what happened, for CI logs

@@ -370,6 +370,7 @@ int DescribeJob(const Client& client, const DescribeFlags& f) {
   Field("Finished", Str(j, "finished"));
   Field("Checkpoint", Str(j, "lastCheckpoint"));
   Field("Restarts", Str(j, "restarts") + " (max " + Str(spec["restart"], "maxRestarts") + ")");
+  Field("Disruptions", Str(j, "disruptions") + " (nodes lost; not counted against maxRestarts)");
   Field("Preemptions", Str(j, "preemptions"));
   Field("Lost work", Str(j, "lostGpuSeconds") + " GPU-seconds");
   Field("Why", Str(j, "explain"));

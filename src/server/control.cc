@@ -239,7 +239,7 @@ Status ControlPlane::RecoverJob(JobRecord& job) {
   }
   if (job.state != JobState::kPending) {
     Status st = sched_->Restore(*spec, ToPlacement(job.tasks), job.submitted, job.started,
-                                job.last_checkpoint, job.restarts);
+                                job.last_checkpoint, job.restarts + job.disruptions);
     if (st.ok() && job.state == JobState::kPreempting) {
       // Still stopping: the same deadline, then taken as gone if silent.
       st = sched_->RestorePreempting(sched::JobId(job.id), job.preempt_deadline);

@@ -55,7 +55,8 @@ struct JobRecord {
   std::string owner;  // the token name that submitted it
   JobState state = JobState::kPending;
   Time submitted, started, finished, last_checkpoint;
-  int32_t restarts = 0;  // after failures
+  int32_t restarts = 0;     // after the job's own failures (limited by maxRestarts)
+  int32_t disruptions = 0;  // restarts the job did not cause: a node lost, its agent fenced
   int32_t preemptions = 0;
   int64_t generation = 0;  // incremented at each start: one run of the job
   int64_t lost_gpu_seconds = 0;

@@ -154,7 +154,9 @@ void ControlPlane::ApplyDecision(const sched::Decision& d, Time now, Txn& txn) {
             job.state = JobState::kPending;
             job.tasks.clear();
             job.lost_gpu_seconds += x.lost_gpu_seconds;
-            if (x.failed_node.value() >= 0) ++job.restarts;  // a lost node: a failure
+            // A lost node is a disruption, not the job's failure: it does
+            // not count against maxRestarts (Kubernetes' pod failure policy).
+            if (x.failed_node.value() >= 0) ++job.disruptions;
             std::string why = x.failed_node.value() >= 0
                                   ? "node " + topo_.node_name(x.failed_node) +
                                         " lost (no heartbeat within the lease: the node or its "

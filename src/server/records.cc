@@ -52,6 +52,7 @@ Json JobToJson(const JobRecord& job) {
               {"progress",
                job.progress.empty() ? Json(nullptr) : Json::parse(job.progress, nullptr, false)},
               {"restarts", job.restarts},
+              {"disruptions", job.disruptions},
               {"preemptions", job.preemptions},
               {"generation", job.generation},
               {"lostGpuSeconds", job.lost_gpu_seconds},
@@ -91,6 +92,11 @@ Result<JobRecord> JobFromJson(const Json& j) {
   UNIPOOL_RETURN_IF_ERROR(StoredInt(j, "lostGpuSeconds", 0, kMax, &job.lost_gpu_seconds));
   UNIPOOL_RETURN_IF_ERROR(StoredInt(j, "events", 0, kMax, &job.events));
   job.restarts = static_cast<int32_t>(restarts);
+  if (j.contains("disruptions")) {  // absent in records written before it existed
+    int64_t disruptions = 0;
+    UNIPOOL_RETURN_IF_ERROR(StoredInt(j, "disruptions", 0, 1 << 30, &disruptions));
+    job.disruptions = static_cast<int32_t>(disruptions);
+  }
   job.preemptions = static_cast<int32_t>(preemptions);
   try {
     job.owner = j.at("owner").get<std::string>();
