@@ -325,6 +325,10 @@ TEST_F(HostileTest, SlowAndIdleConnectionsStarveNothing) {
   }
   done = true;
   dribble.join();
+  const std::string metrics = server_->Call("GET", "/metrics", "admin").body;
+  const size_t at = metrics.find("\nunipool_api_connections ");
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_GE(std::atoi(metrics.c_str() + at + 25), 2000) << "the gauge counts open connections";
   for (int fd : slow) close(fd);
   for (int fd : idle) close(fd);
   EXPECT_LT(worst_heartbeat, 1.0);

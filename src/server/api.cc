@@ -39,11 +39,6 @@ int HttpCode(StatusCode c) {
   return 500;
 }
 
-std::string ErrorBody(const char* code, const std::string& message) {
-  return Json{{"error", {{"code", code}, {"message", message}}}}.dump(
-      -1, ' ', false, Json::error_handler_t::replace);
-}
-
 bool ParseId(const std::string& s, int64_t* out) {
   if (s.empty() || s.size() > 18 || s.find_first_not_of("0123456789") != std::string::npos) {
     return false;
@@ -364,6 +359,7 @@ void ApiServer::Admit(HttpRequest& req, HttpResponse& res, Admission& adm) {
   for (std::string& cap : captures) req.matches.push_back(std::move(cap));
   adm.answered = false;
   adm.lane = route->lane;
+  adm.fallback = a.who.role == Role::kAgent ? Lane::kAgent : Lane::kUser;
   if (route->handler == &ApiServer::Assignments && req.has_param("revision") &&
       req.get_param_value("revision") != "0") {
     adm.lane = Lane::kLongPoll;
@@ -431,14 +427,12 @@ void ApiServer::ReloadTokens() {
   Result<TokenFile> fresh = TokenFile::Load(options_.tokens_path);
   if (!fresh.ok()) {
     tokens_ = std::make_shared<const TokenFile>();
-    tokens_ok_ = false;
     metrics_.Set("unipool_token_file_valid", {}, 0);
     log_.Error("auth", "token file rejected; every token it held is refused until it is fixed: " +
                            fresh.status().message());
     return;
   }
   tokens_ = std::make_shared<const TokenFile>(std::move(fresh).value());
-  tokens_ok_ = true;
   metrics_.Set("unipool_token_file_valid", {}, 1);
   log_.Info("auth", "token file reloaded", {{"tokens", static_cast<int64_t>(tokens_->size())}});
 }

@@ -110,7 +110,6 @@ class ApiServer {
   std::shared_ptr<const TokenFile> tokens_;
   int64_t tokens_ctime_ = 0;  // of the file read last: a change of content or mode reloads
   int64_t tokens_checked_ = 0;
-  bool tokens_ok_ = true;  // false: the file is missing or broken; only node tokens work
   std::atomic<bool> stopping_{false};
   std::mutex serve_mu_;
   std::condition_variable serve_cv_;

@@ -15,7 +15,6 @@
 namespace unipool::server {
 
 int HttpCode(StatusCode c);
-std::string ErrorBody(const char* code, const std::string& message);
 // JSON whose objects have distinct keys (nlohmann would keep the last of a
 // duplicate silently); *dup names the first duplicate.
 Json ParseJsonNoDuplicates(const std::string& text, std::string* dup);

@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <deque>
 #include <exception>
+#include <nlohmann/json.hpp>
 #include <thread>
 #include <unordered_map>
 
@@ -47,6 +48,11 @@ std::string HttpRequest::header(const std::string& name) const {
   for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   auto it = headers.find(lower);
   return it == headers.end() ? "" : it->second;
+}
+
+std::string ErrorBody(const char* code, const std::string& message) {
+  return nlohmann::json{{"error", {{"code", code}, {"message", message}}}}.dump(
+      -1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 bool CleanText(const std::string& s, size_t* where) {
@@ -134,14 +140,7 @@ constexpr uint64_t kMaxDrainBytes = 64 << 20;
 HttpResponse Error(int status, const char* code, const std::string& message) {
   HttpResponse r;
   r.status = status;
-  // The message is ours, or checked text: JSON-escape the quote and
-  // backslash only (no control characters get here).
-  std::string m;
-  for (char ch : message) {
-    if (ch == '"' || ch == '\\') m += '\\';
-    m += ch;
-  }
-  r.body = std::string("{\"error\":{\"code\":\"") + code + "\",\"message\":\"" + m + "\"}}";
+  r.body = ErrorBody(code, message);
   return r;
 }
 
@@ -387,8 +386,7 @@ MHD_Result HttpServer::Impl::Dispatch(Ctx* ctx) {
     if (!queued) {
       // Every long-poll worker waits already: answer this one at once.
       ctx->req.no_wait = true;
-      queued = lane(ctx->req.header("authorization").empty() ? Lane::kUser : Lane::kAgent)
-                   .TrySubmit(task, false);
+      queued = lane(adm.fallback).TrySubmit(task, false);
     }
   } else {
     queued = lane(adm.lane).TrySubmit(task, false);

@@ -93,6 +93,9 @@ struct HttpLimits {
 // event loop (so it must be quick and must not block).
 struct Admission {
   Lane lane = Lane::kUser;
+  // For a long poll that finds every long-poll worker busy: where it runs,
+  // answered at once (HttpRequest::no_wait).
+  Lane fallback = Lane::kUser;
   // Requests in flight per client are capped when set ("" = no cap: admins
   // and agents, who have their own lanes or are trusted).
   std::string client;
@@ -127,6 +130,10 @@ class HttpServer {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// {"error": {"code": CODE, "message": MESSAGE}}: the body of every error
+// answer (bytes that are not UTF-8 are replaced, never thrown on).
+std::string ErrorBody(const char* code, const std::string& message);
 
 // True when `s` is valid UTF-8 without C0 control characters (tab allowed)
 // or DEL; else sets *where to the byte offset of the first bad byte.
