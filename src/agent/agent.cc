@@ -13,16 +13,12 @@
 #include <set>
 #include <sstream>
 
+#include "agent/steady_clock.h"
+
 namespace unipool::agent {
 namespace fs = std::filesystem;
 
 namespace {
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 std::string RandomHex(size_t bytes) {
   std::vector<unsigned char> b(bytes);
@@ -108,7 +104,8 @@ struct Agent::LocalRun {
   Json progress;
   int64_t progress_sent_ms = 0;
   int64_t last_checkpoint_step = -1;
-  std::vector<pid_t> pgids;  // registered with the fence
+  std::vector<pid_t> pgids;     // registered with the fence
+  int64_t fences_at_start = 0;  // FenceCount() when it started
 };
 
 Agent::Agent(AgentOptions options, server::Logger& log) : options_(std::move(options)), log_(log) {
@@ -118,19 +115,18 @@ Agent::Agent(AgentOptions options, server::Logger& log) : options_(std::move(opt
 
 Agent::~Agent() {
   Stop();
-  for (std::thread* t :
-       {&http_thread_, &heartbeat_thread_, &watch_thread_, &health_thread_, &fence_thread_}) {
+  for (std::thread* t : {&http_thread_, &heartbeat_thread_, &watch_thread_, &health_thread_,
+                         &fence_thread_, &evidence_thread_}) {
     if (t->joinable()) t->join();
   }
 }
 
-static std::unique_ptr<httplib::Client> ClientFor(const AgentOptions& o, const std::string& token,
-                                                  int read_timeout_s) {
-  auto c = std::make_unique<httplib::Client>(o.server);
+std::unique_ptr<httplib::Client> Agent::Client(const std::string& token, int read_timeout_s) const {
+  auto c = std::make_unique<httplib::Client>(options_.server);
   c->set_connection_timeout(1, 0);
   c->set_read_timeout(read_timeout_s, 0);
   c->set_tcp_nodelay(true);
-  if (!o.ca_cert.empty()) c->set_ca_cert_path(o.ca_cert.c_str());
+  if (!options_.ca_cert.empty()) c->set_ca_cert_path(options_.ca_cert.c_str());
   c->set_default_headers({{"Authorization", "Bearer " + token}});
   return c;
 }
@@ -150,7 +146,8 @@ Status Agent::Start() {
   std::error_code ec;
   fs::create_directories(options_.work_dir, ec);
   if (ec) return InvalidArgument("--work-dir " + options_.work_dir + ": " + ec.message());
-  auto c = ClientFor(options_, options_.join_token, 10);
+  StartContainment();
+  auto c = Client(options_.join_token, 10);
   auto r = c->Post("/v1/nodes/" + options_.node + "/join", Json{{"gpus", options_.gpus}}.dump(),
                    "application/json");
   if (!r) return Unavailable("cannot reach the server at " + options_.server);
@@ -167,11 +164,13 @@ Status Agent::Start() {
 
   http_ = std::make_unique<httplib::Server>();
   ServeLogs();
+  ServePeers();
   const int port = http_->bind_to_any_port(options_.address);
   if (port < 0) return Unavailable("cannot listen on " + options_.address);
   agent_url_ = "http://" + options_.address + ":" + std::to_string(port);
   http_thread_ = std::thread([this] { http_->listen_after_bind(); });
-  last_ok_ms_ = NowMs();
+  last_ok_ms_ = SteadyMs();
+  RenewDeadline();
   log_.Info("agent", "joined",
             {{"node", options_.node}, {"gpus", int64_t{options_.gpus}}, {"url", agent_url_}});
   return Status::Ok();
@@ -244,19 +243,22 @@ void Agent::HealthLoop() {
       std::lock_guard lock(mu_);
       health_ = health;
     }
-    for (int64_t end = NowMs() + options_.health_interval.value() / 1000000;
-         NowMs() < end && !stop_;) {
+    for (int64_t end = SteadyMs() + options_.health_interval.value() / 1000000;
+         SteadyMs() < end && !stop_;) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   }
 }
 
 void Agent::HeartbeatLoop() {
-  auto c = ClientFor(options_, token_, 5);
+  auto c = Client(token_, 5);
   const int64_t period = options_.heartbeat.value() / 1000000;
+  int64_t peers_ms = -1000000;
   while (!stop_) {
-    const int64_t t0 = NowMs();
-    auto r = c->Post("/v1/nodes/" + options_.node + "/heartbeat",
+    const int64_t t0 = SteadyMs();
+    // With an outage grace, the peers to ask are refreshed every 10 s.
+    const bool peers = options_.outage_grace.value() > 0 && t0 - peers_ms >= 10000;
+    auto r = c->Post("/v1/nodes/" + options_.node + "/heartbeat" + (peers ? "?peers=1" : ""),
                      Json{{"health", Health()},
                           {"address", options_.address},
                           {"agentUrl", agent_url_},
@@ -264,21 +266,27 @@ void Agent::HeartbeatLoop() {
                          .dump(),
                      "application/json");
     if (r && r->status == 200) {
-      last_ok_ms_ = NowMs();
+      // From when it was sent: the server's lease began at or after t0.
+      last_ok_ms_ = t0;
+      RenewDeadline();
+      if (peers && TakePeers(r->body)) peers_ms = t0;
+      if (!peers && options_.outage_grace.value() > 0 && LiveNodesChanged(r->body)) {
+        peers_ms = -1000000;  // ask for the peers with the next beat
+      }
     } else {
       log_.Warn(
           "agent", "heartbeat failed",
           {{"node", options_.node},
            {"error", r ? "HTTP " + std::to_string(r->status) : httplib::to_string(r.error())}});
     }
-    while (!stop_ && NowMs() < t0 + period)
+    while (!stop_ && SteadyMs() < t0 + period)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
 }
 
 // Long-polls this node's assignments and hands each answer to Run().
 void Agent::WatchLoop() {
-  auto c = ClientFor(options_, token_, 40);
+  auto c = Client(token_, 40);
   {
     std::lock_guard lock(mu_);
     watch_client_ = c.get();
@@ -314,29 +322,12 @@ void Agent::WatchLoop() {
   watch_client_ = nullptr;
 }
 
-// Fencing on a thread of its own, so that nothing else the agent waits for
-// (a report, a slow disk) can delay it: silent for 2/3 of the lease, the
-// server may give our work away, so every process group dies now.
-void Agent::FenceLoop() {
-  const int64_t fence_ms = options_.lease.value() / 1000000 * 2 / 3;
-  while (!stop_) {
-    const bool cut_off = NowMs() - last_ok_ms_ > fence_ms;
-    if (cut_off && !fenced_) {
-      std::lock_guard lock(pids_mu_);
-      log_.Warn("agent", "lost the server for 2/3 of the lease: killing every task (fencing)",
-                {{"node", options_.node}, {"groups", static_cast<int64_t>(pgids_.size())}});
-      for (pid_t pg : pgids_) kill(-pg, SIGKILL);
-    }
-    fenced_ = cut_off;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-}
-
 void Agent::Run() {
   heartbeat_thread_ = std::thread([this] { HeartbeatLoop(); });
   watch_thread_ = std::thread([this] { WatchLoop(); });
   health_thread_ = std::thread([this] { HealthLoop(); });
   fence_thread_ = std::thread([this] { FenceLoop(); });
+  if (options_.outage_grace.value() > 0) evidence_thread_ = std::thread([this] { EvidenceLoop(); });
   Json current;
   while (!stop_) {
     {
@@ -375,22 +366,28 @@ void Agent::Run() {
         std::lock_guard lock(pids_mu_);
         for (pid_t p : run.pgids) pgids_.erase(p);
       }
-      if (fenced_) {
+      contain_->KillRun(it->first, run.generation);  // what its processes left behind
+      if (fenced_ || FenceCount() > run.fences_at_start) {
         // Killed by the fence: tell the server once it is back (it may have
         // moved the job already; then the report is refused and dropped).
+        // A disruption, not the job's failure.
         done_[it->first] = run.generation;
         unacked_[it->first] =
-            Pending{run.generation, "failed",
-                    "lost the server; the agent killed the run (fencing) on " + options_.node};
+            Pending{run.generation, "disrupted",
+                    "lost the server; the run was killed (fencing) on " + options_.node};
       } else {
         Finish(it->first, run);
       }
       it = runs_.erase(it);
     }
   }
+  // Stopping on purpose: the agent stops its runs itself, with a grace the
+  // fence deadline must not cut short (the watchdog still acts if it dies).
+  if (watchdog_) watchdog_->SetDeadline(0);
   for (auto& [id, run] : runs_) run->run.Stop(5);
   for (auto& [id, run] : runs_) {
     while (!run->run.Poll()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    contain_->KillRun(id, run->generation);
   }
   runs_.clear();
 }
@@ -520,12 +517,18 @@ void Agent::StartRun(const Json& a) {
   if (fs::exists(run->dir)) {
     // This agent ran it before it restarted: its processes died with it.
     done_[id] = run->generation;
-    Report(id, run->generation, "failed",
+    Report(id, run->generation, "disrupted",
            "the agent of " + options_.node + " restarted; this run's processes were lost");
     return;
   }
   std::vector<ProcessSpec> procs = Processes(a, *run);
   if (procs.empty()) return;
+  const std::string cgroup = contain_->PrepareRun(id, run->generation);
+  for (ProcessSpec& p : procs) {
+    p.cgroup_procs = cgroup;
+    p.env.emplace_back("UNIPOOL_FENCE", contain_->RunTag(id, run->generation));
+  }
+  run->fences_at_start = FenceCount();
   Status st = run->run.Start(procs);
   log_.Info("agent", st.ok() ? "started" : "start failed: " + st.message(),
             {{"job", id},
@@ -605,10 +608,10 @@ void Agent::ForwardReports(int64_t job, LocalRun& run) {
       if (path == run.report0 || run.report0.empty()) run.progress = j;
     }
   }
-  if (run.progress.is_object() && NowMs() - run.progress_sent_ms >= 1000) {
+  if (run.progress.is_object() && SteadyMs() - run.progress_sent_ms >= 1000) {
     Report(job, run.generation, "progress", "", run.progress);
     run.progress = Json();
-    run.progress_sent_ms = NowMs();
+    run.progress_sent_ms = SteadyMs();
   }
 }
 
@@ -616,17 +619,18 @@ void Agent::ForwardReports(int64_t job, LocalRun& run) {
 // job would stay Running with nothing running: kept and retried each second
 // until the server answers (OK, or a 4xx that says it no longer matters).
 void Agent::RetryReports() {
-  if (unacked_.empty() || NowMs() - last_retry_ms_ < 1000) return;
-  last_retry_ms_ = NowMs();
+  if (unacked_.empty() || SteadyMs() - last_retry_ms_ < 1000) return;
+  last_retry_ms_ = SteadyMs();
   const auto pending = unacked_;  // Report edits unacked_
   for (const auto& [job, p] : pending) Report(job, p.generation, p.kind, p.message);
 }
 
 bool Agent::Report(int64_t job, int64_t generation, const std::string& kind, const std::string& msg,
                    const Json& data) {
-  const bool final = kind == "succeeded" || kind == "failed" || kind == "stopped";
+  const bool final =
+      kind == "succeeded" || kind == "failed" || kind == "stopped" || kind == "disrupted";
   if (final) unacked_[job] = Pending{generation, kind, msg};
-  auto c = ClientFor(options_, token_, 3);
+  auto c = Client(token_, 3);
   Json body{{"generation", generation}, {"kind", kind}, {"message", msg}};
   if (data.is_object()) body["data"] = data;
   for (int attempt = 0; attempt < (final ? 2 : 1); ++attempt) {

@@ -6,9 +6,23 @@
 // when they end (succeeded, failed with a cause and a hint, stopped).
 //
 // Fencing: when no heartbeat has been acknowledged for two thirds of the
-// lease, the agent kills its processes itself, before the server (which
-// waits the whole lease) can declare the node down and start the job
-// elsewhere: a job never runs twice.
+// lease, every process of every run dies, before the server (which waits
+// the whole lease) can declare the node down and start the job elsewhere: a
+// job never runs twice. The agent fences itself, and a watchdog process
+// (watchdog.h) does it when the agent cannot (frozen, dead). Containment
+// (containment.h) finds a run's processes however deep: a run that ends,
+// is stopped or fenced leaves nothing behind.
+//
+// Outages (with an outage grace): a server that is down for everyone must
+// not kill every job. Cut off for a third of the lease, the agent asks every
+// live peer agent (the server lists them in heartbeat answers) how long it
+// has been without the server. When this node and the peers silent for half
+// a lease or more are a majority of the live nodes, the server, if it is up
+// at all, sees most nodes silent and waits lease + grace before giving work
+// away (ControlOptions::outage_grace); so the agent keeps its tasks, renewing
+// its fence deadline a third of a lease at a time, up to the grace past its
+// last heartbeat. Without that majority (it is the one cut off, or it
+// reaches no one) it fences at 2/3 of the lease as always.
 //
 // Progress: each process may append JSON lines to $UNIPOOL_REPORT_FILE:
 //   {"step": 120, "loss": 2.31, "throughput": 5400, "gradNorm": 0.8}
@@ -27,7 +41,9 @@
 #include <string>
 #include <thread>
 
+#include "agent/containment.h"
 #include "agent/launcher.h"
+#include "agent/watchdog.h"
 #include "core/base/units.h"
 #include "server/log.h"
 
@@ -53,7 +69,12 @@ struct AgentOptions {
   Duration lease = Seconds(30);  // the server's --node-lease
   std::string health_check;      // a program: exit 0 healthy, else its output says why
   Duration health_interval = Seconds(60);
-  int64_t min_free_disk_mb = 1024;  // built-in check of work_dir's disk
+  int64_t min_free_disk_mb = 1024;              // built-in check of work_dir's disk
+  std::string cgroup = "auto";                  // Containment: auto, off or a cgroup v2 directory
+  std::string watchdog_exe = "/proc/self/exe";  // runs `agent-watchdog`; "" = no watchdog
+  // 0: off (fence at 2/3 of the lease, always). Else the server's
+  // --outage-grace: see "Outages" above.
+  Duration outage_grace = Duration(0);
 };
 
 // GPUs found by `nvidia-smi` (-1 when it is missing or fails).
@@ -81,6 +102,21 @@ class Agent {
   void WatchLoop();
   void HealthLoop();
   void FenceLoop();
+  std::unique_ptr<httplib::Client> Client(const std::string& token, int read_timeout_s) const;
+  void StartContainment();
+  int64_t FenceMs() const;  // 2/3 of the lease
+  // When the tasks must be dead: 2/3 of the lease after the last
+  // acknowledged heartbeat, or later while an outage is confirmed.
+  int64_t FenceDeadline() const;
+  void RenewDeadline();  // tells the watchdog FenceDeadline()
+  void ServePeers();     // GET /peer/server
+  bool TakePeers(const std::string& heartbeat_answer);
+  // The answer's liveNodes differs from the peers' list: ask again.
+  bool LiveNodesChanged(const std::string& heartbeat_answer);
+  void EvidenceLoop();
+  // How many of the live nodes, this one included, have been without the
+  // server for half a lease or more (asked now).
+  int64_t CountSilentPeers();
   void Reconcile(const Json& assignments);
   void StartRun(const Json& a);
   void Finish(int64_t job, LocalRun& run);
@@ -100,7 +136,8 @@ class Agent {
   std::string secret_;  // what the server presents to read logs
   std::string agent_url_;
   std::unique_ptr<httplib::Server> http_;
-  std::thread http_thread_, heartbeat_thread_, watch_thread_, health_thread_, fence_thread_;
+  std::thread http_thread_, heartbeat_thread_, watch_thread_, health_thread_, fence_thread_,
+      evidence_thread_;
 
   std::atomic<bool> stop_{false};
   httplib::Client* watch_client_ = nullptr;  // the long poll, cut short by Stop (mu_)
@@ -122,6 +159,19 @@ class Agent {
   std::map<int64_t, Pending> unacked_;  // final reports not yet taken; main loop only
   int64_t last_retry_ms_ = 0;
   std::atomic<bool> fenced_{false};
+  std::atomic<int64_t> own_fences_{0};  // times FenceLoop fenced
+  // Every fence so far, the agent's and the watchdog's: a run that saw one
+  // was killed by it.
+  int64_t FenceCount() const;
+  std::unique_ptr<Containment> contain_;
+  std::unique_ptr<Watchdog> watchdog_;  // null when it could not start
+
+  // Outage evidence (with an outage grace).
+  std::mutex peers_mu_;
+  std::vector<std::string> peer_urls_;
+  int64_t live_nodes_ = 0;
+  std::string peer_secret_, old_peer_secret_;  // the old one: from before a server restart
+  std::atomic<int64_t> outage_until_ms_{0};    // fence deadline while an outage is confirmed
   std::mutex pids_mu_;
   std::set<pid_t> pgids_;  // process groups of every run (the fence kills them)
 };

@@ -13,16 +13,11 @@
 #include <filesystem>
 #include <fstream>
 
+#include "agent/steady_clock.h"
 #include "io/time_format.h"
 
 namespace unipool::agent {
 namespace {
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // Copies `fd` to `path`, a timestamp before each line, until EOF.
 void CopyLines(int fd, const std::string& path) {
@@ -139,6 +134,13 @@ Status ProcessGroup::Start(const std::vector<ProcessSpec>& procs) {
       signal(SIGTERM, SIG_DFL);
       signal(SIGINT, SIG_DFL);
       signal(SIGPIPE, SIG_DFL);
+      if (!p.cgroup_procs.empty()) {  // before exec: everything it starts is inside
+        const int cg = open(p.cgroup_procs.c_str(), O_WRONLY | O_CLOEXEC);
+        if (cg >= 0) {
+          [[maybe_unused]] const ssize_t n = write(cg, "0", 1);  // else the tag finds it
+          close(cg);
+        }
+      }
       setsid();
       prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (getppid() != parent) _exit(127);  // the agent died before prctl
@@ -171,7 +173,7 @@ Status ProcessGroup::Start(const std::vector<ProcessSpec>& procs) {
 }
 
 bool ProcessGroup::Poll() {
-  if (stop_deadline_ > 0 && NowMs() >= stop_deadline_) {
+  if (stop_deadline_ > 0 && SteadyMs() >= stop_deadline_) {
     for (const Proc& p : pids_) kill(-p.pid, SIGKILL);
   }
   for (auto it = pids_.begin(); it != pids_.end();) {
@@ -195,16 +197,16 @@ bool ProcessGroup::Poll() {
 
 void ProcessGroup::Stop(int grace_s) {
   if (stop_deadline_ > 0) return;
-  stop_deadline_ = NowMs() + int64_t{grace_s} * 1000;
+  stop_deadline_ = SteadyMs() + int64_t{grace_s} * 1000;
   for (const Proc& p : pids_) kill(-p.pid, SIGTERM);
 }
 
 void ProcessGroup::Kill() {
-  if (stop_deadline_ == 0) stop_deadline_ = NowMs();
+  if (stop_deadline_ == 0) stop_deadline_ = SteadyMs();
   for (const Proc& p : pids_) kill(-p.pid, SIGKILL);
   // A process in uninterruptible sleep (a GPU that fell off the bus) may
   // never die: give up after 10 s rather than wedge the agent.
-  for (const int64_t end = NowMs() + 10000; !Poll() && NowMs() < end;) {
+  for (const int64_t end = SteadyMs() + 10000; !Poll() && SteadyMs() < end;) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 }

@@ -28,7 +28,8 @@ struct ProcessSpec {
   std::vector<std::pair<std::string, std::string>> env;  // added to the agent's environment
   std::string working_dir;                               // "" = the agent's
   std::string log_path;
-  int rank = 0;  // the lowest global rank it runs (its log's name)
+  int rank = 0;              // the lowest global rank it runs (its log's name)
+  std::string cgroup_procs;  // a cgroup.procs to join before exec; "" = none
 };
 
 // How a process ended, in words a user acts on.

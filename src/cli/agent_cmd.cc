@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "agent/agent.h"
+#include "agent/watchdog.h"
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/daemon.h"
@@ -46,7 +47,7 @@ struct AgentFlags {
   agent::AgentOptions opt;
   std::string gpus = "auto";
   std::string join_token_file;
-  std::string heartbeat = "5s", lease = "30s", health_interval = "60s";
+  std::string heartbeat = "5s", lease = "30s", health_interval = "60s", outage_grace = "0s";
   std::string log_level = "info";
 };
 
@@ -65,6 +66,11 @@ int RunAgent(AgentFlags& f) {
   if (!ParseDur("--heartbeat", f.heartbeat, &f.opt.heartbeat) ||
       !ParseDur("--lease", f.lease, &f.opt.lease) ||
       !ParseDur("--health-interval", f.health_interval, &f.opt.health_interval)) {
+    return kExitBadInput;
+  }
+  if (!io::ParseDuration(f.outage_grace, &f.opt.outage_grace) || f.opt.outage_grace.value() < 0) {
+    std::cerr << "error: --outage-grace: expected a duration like 5m (0s: off), got '"
+              << f.outage_grace << "'\n";
     return kExitBadInput;
   }
   if (f.opt.join_token.empty() && !f.join_token_file.empty()) {
@@ -366,8 +372,23 @@ void AddAgentCommands(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--health-interval", f->health_interval, "how often")->capture_default_str();
   cmd->add_option("--ca-cert", f->opt.ca_cert, "PEM file to trust for https");
+  cmd->add_option("--outage-grace", f->outage_grace,
+                  "the server's --outage-grace: keep tasks through a server outage this long "
+                  "while a majority of the nodes confirms it (0s: off)")
+      ->capture_default_str();
+  cmd->add_option("--cgroup", f->opt.cgroup,
+                  "auto (a cgroup v2 directory per run where one can be created), off (process "
+                  "tags only) or a cgroup v2 directory to create runs under")
+      ->capture_default_str();
   cmd->add_option("--log-level", f->log_level, "debug, info, warn or error")->capture_default_str();
   cmd->callback([f, &exit_code] { exit_code = RunAgent(*f); });
+
+  // The agent's watchdog (agent/watchdog.h): started by the agent itself.
+  auto w = std::make_shared<std::pair<std::string, std::string>>();
+  cmd = app.add_subcommand("agent-watchdog", "")->group("");
+  cmd->add_option("--cgroup", w->first);
+  cmd->add_option("--tag", w->second)->required();
+  cmd->callback([w, &exit_code] { exit_code = agent::RunWatchdog(3, 4, w->first, w->second); });
 
   auto l = std::make_shared<LogsFlags>();
   cmd = app.add_subcommand("logs", "Print a job's log (one rank), read from its node's agent");

@@ -1,202 +1,11 @@
 // End-to-end: a server process, agent processes, real job processes (the
 // stand-in trainer, examples/jobs/trainer.py; the PyTorch DDP example where
 // python3-torch is installed). Failures are real: kill -9 of an agent, a
-// preemption, an agent cut off from the server.
-#include <arpa/inet.h>
-#include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <atomic>
-#include <chrono>
-#include <filesystem>
-#include <fstream>
-#include <mutex>
-#include <sstream>
-#include <thread>
-
-#include "cli/cli_test_util.h"
-#include "cli/server_test_util.h"
-#include "io/time_format.h"
+// preemption, a rank that fails.
+#include "cli/agent_e2e_test_util.h"
 
 namespace unipool::testing {
 namespace {
-
-namespace fs = std::filesystem;
-using Json = nlohmann::json;
-using namespace std::chrono_literals;
-
-std::string ReadAll(const std::string& path) {
-  std::stringstream ss;
-  ss << std::ifstream(path).rdbuf();
-  return ss.str();
-}
-
-bool Alive(pid_t pid) {
-  const std::string stat = ReadAll("/proc/" + std::to_string(pid) + "/stat");
-  return !stat.empty() && stat.find(") Z ") == std::string::npos;
-}
-
-// A TCP forwarder that can cut every connection: the agent's network.
-class Proxy {
- public:
-  explicit Proxy(int target) : target_(target) {
-    listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    int one = 1;
-    setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    port_ = BindLoopback(listen_fd_);
-    listen(listen_fd_, 64);
-    acceptor_ = std::thread([this] { Accept(); });
-  }
-  ~Proxy() {
-    done_ = true;
-    shutdown(listen_fd_, SHUT_RDWR);
-    close(listen_fd_);
-    Cut(true);
-    acceptor_.join();
-    for (auto& t : pumps_) t.join();
-  }
-  int port() const { return port_; }
-  // Cut: every connection closes and new ones are closed at once.
-  void Cut(bool cut) {
-    cut_ = cut;
-    if (!cut) return;
-    std::lock_guard lock(mu_);
-    for (int fd : fds_) shutdown(fd, SHUT_RDWR);
-  }
-
- private:
-  void Accept() {
-    while (!done_) {
-      const int c = accept(listen_fd_, nullptr, nullptr);
-      if (c < 0) continue;
-      if (cut_) {
-        close(c);
-        continue;
-      }
-      const int s = socket(AF_INET, SOCK_STREAM, 0);
-      sockaddr_in a = LoopbackAddress(target_);
-      if (connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-        close(c);
-        close(s);
-        continue;
-      }
-      std::lock_guard lock(mu_);
-      fds_.push_back(c);
-      fds_.push_back(s);
-      pumps_.emplace_back([c, s] { Pump(c, s); });
-      pumps_.emplace_back([c, s] { Pump(s, c); });
-    }
-  }
-  static void Pump(int from, int to) {
-    char buf[16384];
-    while (true) {
-      const ssize_t n = read(from, buf, sizeof buf);
-      if (n <= 0 || write(to, buf, n) != n) break;
-    }
-    shutdown(to, SHUT_RDWR);
-  }
-  int target_, port_ = 0, listen_fd_ = -1;
-  std::atomic<bool> cut_{false}, done_{false};
-  std::mutex mu_;
-  std::vector<int> fds_;
-  std::vector<std::thread> pumps_;
-  std::thread acceptor_;
-};
-
-class AgentE2eTest : public ::testing::Test {
- protected:
-  AgentE2eTest()
-      : server_(TestServer::Options{.cluster = "testdata/clusters/local-3x2.yaml",
-                                    .assume_nodes_up = false,
-                                    .extra_args = {"--node-lease", "3s", "--min-runtime", "0s"}}) {}
-  ~AgentE2eTest() override {
-    for (auto& [node, pid] : agents_) {
-      kill(pid, SIGTERM);
-      waitpid(pid, nullptr, 0);
-    }
-  }
-  void SetUp() override {
-    server_.Start();
-    // The trainer's queue: a short checkpoint grace.
-    ASSERT_EQ(server_.Call("PUT", "/v1/queues/default", "admin", "{\"graceSeconds\": 10}").status,
-              200);
-    ckpt_ = server_.dir() + "/checkpoints";
-  }
-
-  // Starts `unipool agent` for `node`, reaching the server at `url`.
-  void StartAgent(const std::string& node, std::string url = "",
-                  const std::string& health_check = "") {
-    if (url.empty()) url = server_.url();
-    const std::string work = server_.dir() + "/agents/" + node;
-    fs::create_directories(work);
-    const pid_t pid = fork();
-    if (pid == 0) {
-      freopen((work + ".log").c_str(), "a", stderr);
-      freopen("/dev/null", "w", stdout);
-      execl(UNIPOOL_BINARY, "unipool", "agent", "--server", url.c_str(), "--join-token",
-            server_.token("join").c_str(), "--node", node.c_str(), "--gpus", "2", "--work-dir",
-            work.c_str(), "--checkpoint-root", ckpt_.c_str(), "--heartbeat", "300ms", "--lease",
-            "3s", "--health-interval", "500ms", "--health-check",
-            health_check.empty() ? "true" : health_check.c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    agents_[node] = pid;
-  }
-  void WaitNodesUp(int n) {
-    for (int i = 0; i < 100; ++i) {
-      if (server_.Call("GET", "/v1/summary", "admin").json()["nodes"]["up"] == n) return;
-      std::this_thread::sleep_for(50ms);
-    }
-    FAIL() << "nodes not up: " << server_.Call("GET", "/v1/nodes", "admin").body;
-  }
-  int64_t SubmitTrainer(const std::string& name, int gpus, const std::string& args,
-                        const std::string& extra = "") {
-    const std::string yaml = "apiVersion: unipool/v1\nkind: Job\nmetadata: {name: " + name +
-                             "}\nspec:\n  command: [python3, examples/jobs/trainer.py]\n"
-                             "  args: [" +
-                             args +
-                             "]\n  workingDir: " UNIPOOL_SOURCE_DIR
-                             "\n"
-                             "  gpus: " +
-                             std::to_string(gpus) +
-                             "\n  gpusPerNode: 2\n"
-                             "  restartPolicy: {maxRestarts: 3, backoff: 1s}\n" +
-                             extra;
-    HttpReply r = server_.Call("POST", "/v1/jobs", "admin", yaml, "application/yaml");
-    EXPECT_EQ(r.status, 201) << r.body;
-    return r.json().value("id", int64_t{-1});
-  }
-  Json Job(int64_t id) {
-    return server_.Call("GET", "/v1/jobs/" + std::to_string(id), "admin").json();
-  }
-  // Waits until `pred(job)` holds; fails after `seconds`.
-  template <class Pred>
-  Json WaitFor(int64_t id, Pred pred, int seconds, const std::string& what) {
-    Json j;
-    for (int i = 0; i < seconds * 20; ++i) {
-      j = Job(id);
-      if (pred(j)) return j;
-      std::this_thread::sleep_for(50ms);
-    }
-    ADD_FAILURE() << "job " << id << " never " << what << ": " << j.dump();
-    return j;
-  }
-  std::string Ckpt(int64_t id) { return ckpt_ + "/job-" + std::to_string(id); }
-  std::vector<std::string> EventTypes(int64_t id) {
-    std::vector<std::string> out;
-    Json ev = server_.Call("GET", "/v1/jobs/" + std::to_string(id) + "/events", "admin").json();
-    for (const Json& e : ev["items"]) out.push_back(e["type"]);
-    return out;
-  }
-
-  TestServer server_;
-  std::string ckpt_;
-  std::map<std::string, pid_t> agents_;
-};
 
 // kill -9 of an agent mid-run: the node's lease ends, the job restarts from
 // its last checkpoint on the remaining capacity and completes exactly.
@@ -317,9 +126,8 @@ TEST_F(AgentE2eTest, PyTorchDdpSurvivesKillNineOfAnAgent) {
       "  workingDir: " UNIPOOL_SOURCE_DIR
       "\n  gpus: 4\n  gpusPerNode: 2\n"
       "  restartPolicy: {maxRestarts: 3, backoff: 2s}\n";
-  HttpReply r = server_.Call("POST", "/v1/jobs", "admin", yaml, "application/yaml");
-  ASSERT_EQ(r.status, 201) << r.body;
-  const int64_t id = r.json()["id"];
+  const int64_t id = SubmitYaml(yaml);
+  ASSERT_GT(id, 0);
   Json running = WaitFor(
       id,
       [](const Json& j) {
@@ -340,13 +148,7 @@ TEST_F(AgentE2eTest, PyTorchDdpSurvivesKillNineOfAnAgent) {
   EXPECT_EQ(Json::parse(ReadAll(Ckpt(id) + "/done.json"))["step"], 300);
   EXPECT_TRUE(fs::exists(Ckpt(id) + "/ckpt-300.pt"));
   if (HasFailure() || std::getenv("UNIPOOL_TEST_VERBOSE")) {  // what happened, for CI logs
-    for (const char* n : {"n0", "n1", "n2"}) {
-      const std::string log = ReadAll(server_.dir() + "/agents/" + n + ".log");
-      std::cerr << "--- agent " << n << "\n"
-                << log.substr(log.size() > 3000 ? log.size() - 3000 : 0);
-    }
-    std::cerr << server_.Call("GET", "/v1/jobs/" + std::to_string(id) + "/events", "admin").body
-              << "\n";
+    DumpLogs(id);
   }
 }
 
@@ -399,26 +201,6 @@ TEST_F(AgentE2eTest, CutOffAgentKillsItsTasks) {
   EXPECT_EQ(Json::parse(ReadAll(Ckpt(id) + "/done.json"))["step"], 200);
 }
 
-}  // namespace
-}  // namespace unipool::testing
-
-namespace unipool::testing {
-namespace {
-
-// How many processes run `sleep SECONDS` (a marker value no other test uses).
-int CountSleepers(const std::string& seconds) {
-  int n = 0;
-  for (const auto& e : fs::directory_iterator("/proc")) {
-    std::ifstream in(e.path() / "cmdline");
-    std::string cmd;
-    std::getline(in, cmd, '\0');
-    std::string arg;
-    std::getline(in, arg, '\0');
-    if (cmd == "sleep" && arg == seconds) ++n;
-  }
-  return n;
-}
-
 // One rank of a 2-node gang exits 7 while the others sleep: the whole gang
 // fails at once (the agent stops its node's other process and reports the
 // first failure; the server stops the other node's), the job ends Failed
@@ -431,9 +213,8 @@ TEST_F(AgentE2eTest, OneRankFailingFailsTheWholeGang) {
       "apiVersion: unipool/v1\nkind: Job\nmetadata: {name: gang}\nspec:\n"
       "  command: [sh, -c, 'if [ \"$RANK\" = 3 ]; then sleep 1; exit 7; fi; exec sleep 6071']\n"
       "  gpus: 4\n  gpusPerNode: 2\n  restartPolicy: {maxRestarts: 0}\n";
-  HttpReply r = server_.Call("POST", "/v1/jobs", "admin", yaml, "application/yaml");
-  ASSERT_EQ(r.status, 201) << r.body;
-  const int64_t id = r.json()["id"];
+  const int64_t id = SubmitYaml(yaml);
+  ASSERT_GT(id, 0);
   WaitFor(
       id, [](const Json& j) { return j["state"] == "Running"; }, 10, "ran");
   const auto t0 = std::chrono::steady_clock::now();
@@ -443,12 +224,7 @@ TEST_F(AgentE2eTest, OneRankFailingFailsTheWholeGang) {
   EXPECT_LT(secs, 5.0) << "from the crash (1 s after the start) to Failed";
   EXPECT_NE(done["message"].get<std::string>().find("exit code 7"), std::string::npos)
       << done.dump();
-  int left = -1;
-  for (int i = 0; i < 100 && left != 0; ++i) {
-    left = CountSleepers("6071");
-    if (left != 0) std::this_thread::sleep_for(50ms);
-  }
-  EXPECT_EQ(left, 0) << "processes of the failed gang are still running";
+  EXPECT_EQ(WaitSleepers("6071", 0), 0) << "processes of the failed gang are still running";
 }
 
 }  // namespace

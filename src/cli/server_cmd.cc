@@ -19,6 +19,7 @@ struct ServerFlags {
   std::string listen = "127.0.0.1:8460";
   std::string store = "sqlite";
   std::string node_lease = "30s";
+  std::string outage_grace = "0s";
   std::string min_runtime = "5m";
   std::string log_level = "info";
   std::string address_file;
@@ -51,6 +52,11 @@ int RunServer(ServerFlags& f) {
     return kExitBadInput;
   }
   f.opt.node_lease = lease;
+  if (!io::ParseDuration(f.outage_grace, &f.opt.outage_grace) || f.opt.outage_grace.value() < 0) {
+    std::cerr << "error: --outage-grace: expected a duration like 5m (0s: off), got '"
+              << f.outage_grace << "'\n";
+    return kExitBadInput;
+  }
   Duration min_runtime;
   if (!io::ParseDuration(f.min_runtime, &min_runtime) || min_runtime.value() < 0) {
     std::cerr << "error: --min-runtime: expected a duration like 5m, got '" << f.min_runtime
@@ -136,6 +142,11 @@ void AddServerCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--tls-cert", f->opt.tls_cert, "PEM certificate: serve HTTPS");
   cmd->add_option("--tls-key", f->opt.tls_key, "PEM private key of --tls-cert");
   cmd->add_option("--node-lease", f->node_lease, "a node whose agent is silent this long is down")
+      ->capture_default_str();
+  cmd->add_option("--outage-grace", f->outage_grace,
+                  "while most nodes are silent (the server is the likelier fault), wait this much "
+                  "longer than the lease; agents with the same --outage-grace keep their tasks "
+                  "through an outage this long (0s: off)")
       ->capture_default_str();
   cmd->add_option("--min-runtime", f->min_runtime,
                   "a job runs at least this long before it may be preempted")

@@ -125,14 +125,12 @@ void TestServer::Start() {
   const std::string address = dir_ + "/address";
   fs::remove(address);
   std::vector<std::string> args = {
-      UNIPOOL_BINARY,   "server",
-      "--cluster",      std::string(UNIPOOL_SOURCE_DIR) + "/" + options_.cluster,
-      "--tokens",       dir_ + "/tokens.yaml",
-      "--data",         options_.data_dir.empty() ? dir_ + "/data" : options_.data_dir,
-      "--listen",       "127.0.0.1:0",
-      "--address-file", address,
-      "--log-level",    "warn",
-      "--init"};
+      UNIPOOL_BINARY, "server", "--cluster",
+      std::string(UNIPOOL_SOURCE_DIR) + "/" + options_.cluster, "--tokens", dir_ + "/tokens.yaml",
+      "--data", options_.data_dir.empty() ? dir_ + "/data" : options_.data_dir,
+      // A restart keeps the port: agents and clients find it again.
+      "--listen", "127.0.0.1:" + std::to_string(url_.empty() ? 0 : port()), "--address-file",
+      address, "--log-level", "warn", "--init"};
   if (options_.assume_nodes_up) args.push_back("--assume-nodes-up");
   args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
   fflush(nullptr);  // else the child writes what this process buffered

@@ -191,7 +191,12 @@ bool ApiServer::Call::JobId(int64_t* id) {
 // ---- Set-up ----------------------------------------------------------------
 
 ApiServer::ApiServer(ControlPlane& control, Metrics& metrics, Logger& log, ApiOptions options)
-    : control_(control), metrics_(metrics), log_(log), options_(std::move(options)) {}
+    : control_(control), metrics_(metrics), log_(log), options_(std::move(options)) {
+  if (options_.peer_evidence) {
+    Result<std::string> secret = NewToken();
+    if (secret.ok()) peer_secret_ = *secret;  // else none: no agent can ask its peers
+  }
+}
 
 ApiServer::~ApiServer() { Stop(); }
 

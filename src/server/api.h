@@ -37,6 +37,10 @@ struct ApiOptions {
   std::string tls_cert;     // both set: HTTPS
   std::string tls_key;
   HttpLimits limits;
+  // Outage grace on (ControlOptions::outage_grace): a heartbeat asking for
+  // peers (?peers=1) is answered with the live nodes' agents and a secret
+  // they ask each other with.
+  bool peer_evidence = false;
 };
 
 using Json = nlohmann::json;
@@ -104,6 +108,7 @@ class ApiServer {
   Metrics& metrics_;
   Logger& log_;
   ApiOptions options_;
+  std::string peer_secret_;  // this server process's; agents keep it through an outage
   std::unique_ptr<HttpServer> http_;
   std::vector<RouteEntry> routes_;
   std::mutex tokens_mu_;

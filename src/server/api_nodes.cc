@@ -76,7 +76,7 @@ void ApiServer::JoinNode(Call& c) {
 
 void ApiServer::Heartbeat(Call& c) {
   Json body;
-  if (!c.Allow({Role::kAgent, Role::kAdmin}) || !c.Query({}) || !c.OwnNode(c.Path(1)) ||
+  if (!c.Allow({Role::kAgent, Role::kAdmin}) || !c.Query({"peers"}) || !c.OwnNode(c.Path(1)) ||
       !c.Body({"health", "address", "agentUrl", "agentSecret"}, &body, false)) {
     return;
   }
@@ -90,7 +90,24 @@ void ApiServer::Heartbeat(Call& c) {
   if (info.health.empty()) return (void)c.Bad("body.health: empty; send ok or what is wrong");
   Status st = control_.Heartbeat(c.Path(1), info);
   if (!st.ok()) return c.Fail(st);
-  c.Reply(200, Json{{"ok", true}});
+  Json reply{{"ok", true}};
+  if (options_.peer_evidence) {
+    // Every answer says how many nodes are live (an agent that sees it
+    // change asks for its peers again); ?peers=1: who to ask whether the
+    // server is down for everyone (agent.h).
+    reply["liveNodes"] = control_.LiveNodes();
+    if (c.req.get_param_value("peers") == "1") {
+      int64_t live = 0;
+      Json peers = Json::array();
+      for (const auto& [node, url] : control_.Peers(c.Path(1), 4096, &live)) {
+        peers.push_back(Json{{"node", node}, {"url", url}});
+      }
+      reply["peers"] = std::move(peers);
+      reply["liveNodes"] = live;
+      reply["peerSecret"] = peer_secret_;
+    }
+  }
+  c.Reply(200, reply);
 }
 
 // The rendezvous of a run: MASTER_PORT is chosen per job and run from

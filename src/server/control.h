@@ -137,6 +137,14 @@ struct JobFilter {
 struct ControlOptions {
   sched::SchedulerOptions sched;
   Duration node_lease = Seconds(30);
+  // 0: off. Else, while more than half of the live nodes are silent for a
+  // third of the lease (the control plane is more likely cut off than they
+  // are), a silent node is declared down only after lease + outage_grace;
+  // when that ends, every silent node gets a whole lease from then. Agents
+  // keep their tasks through an outage of up to the grace only when a
+  // majority of the cluster confirms it (agent.h), so a task is still dead
+  // before its replacement starts.
+  Duration outage_grace = Duration(0);
   // No agents: every node is up unless an operator says otherwise.
   bool assume_nodes_up = false;
   std::function<Time()> clock;  // wall clock (ns since the epoch)
@@ -204,6 +212,12 @@ class ControlPlane {
   Status Register(const std::string& name, const std::string& token_hash);
   // The node whose agent token hashes to `token_hash`, if any.
   std::optional<std::string> NodeOfToken(const std::string& token_hash) const;
+  // Live nodes other than `name` whose agents can be reached (their URL),
+  // at most `limit`; *live: how many nodes are live in all.
+  std::vector<std::pair<std::string, std::string>> Peers(const std::string& name, size_t limit,
+                                                         int64_t* live) const;
+  // Live nodes at the last reconcile (counted with an outage grace only).
+  int64_t LiveNodes() const { return live_nodes_.load(); }
   // Running jobs with tasks on `name`.
   std::vector<JobRecord> Assignments(const std::string& name) const;
   // Job ids with tasks on `name` (scoped).
@@ -269,6 +283,8 @@ class ControlPlane {
                 store::Txn& txn);
   void ApplyDecision(const sched::Decision& d, Time now, store::Txn& txn);
   void ExpireLeases(Time now, store::Txn& txn);
+  // ExpireLeases' view of an outage (see ControlOptions::outage_grace).
+  bool MostNodesSilent(Time now);
   void EnforceTimeLimits(Time now, store::Txn& txn);
   void SyncPreempted(store::Txn& txn);
   void SetSchedNodeState(NodeRecord& n, Time now);
@@ -286,6 +302,8 @@ class ControlPlane {
   mutable std::mutex mu_;
   std::condition_variable work_;
   bool dirty_ = true;
+  bool outage_ = false;                 // MostNodesSilent at the last reconcile
+  std::atomic<int64_t> live_nodes_{0};  // counted by MostNodesSilent
   std::unique_ptr<sched::Scheduler> sched_;
   std::map<int64_t, JobRecord> jobs_;
   std::set<int64_t> active_;  // not terminal

@@ -210,10 +210,11 @@ Result<JobRecord> ControlPlane::Cancel(int64_t id, const Scope& scope) {
 Status ControlPlane::Report(int64_t id, int64_t generation, const std::string& kind,
                             const std::string& why, const std::string& data,
                             const std::string& node) {
-  if (kind != "succeeded" && kind != "failed" && kind != "stopped" && kind != "checkpoint" &&
-      kind != "progress") {
+  if (kind != "succeeded" && kind != "failed" && kind != "disrupted" && kind != "stopped" &&
+      kind != "checkpoint" && kind != "progress") {
     return InvalidArgument(
-        "kind: expected succeeded, failed, stopped, checkpoint or progress, got '" + kind + "'");
+        "kind: expected succeeded, failed, disrupted, stopped, checkpoint or progress, got '" +
+        kind + "'");
   }
   int64_t rev = 0;
   {
@@ -235,7 +236,8 @@ Status ControlPlane::Report(int64_t id, int64_t generation, const std::string& k
     }
     // A rank that dies because its peers stopped for a preemption is not a
     // failure of the job: count it as that node having stopped.
-    const std::string k = kind == "failed" && job.state == JobState::kPreempting ? "stopped" : kind;
+    const bool stopping = job.state == JobState::kPreempting;
+    const std::string k = (kind == "failed" || kind == "disrupted") && stopping ? "stopped" : kind;
     if (k == "succeeded") {
       UNIPOOL_RETURN_IF_ERROR(Finish(job, JobState::kSucceeded, "Succeeded", "succeeded", txn));
     } else if (k == "failed" && job.restarts >= job.request.restart.max_restarts) {
@@ -259,6 +261,16 @@ Status ControlPlane::Report(int64_t id, int64_t generation, const std::string& k
             why + "; restart " + std::to_string(job.restarts) + " of " +
                 std::to_string(job.request.restart.max_restarts) + " in " +
                 std::to_string(backoff.value() / 1000000000) + "s from its checkpoint",
+            txn);
+    } else if (k == "disrupted") {
+      // Not the job's doing (its node's agent restarted, or fenced it): run
+      // again at once, counted apart from maxRestarts.
+      UNIPOOL_RETURN_IF_ERROR(sched_->Finish(JobId(id), now));
+      ++job.disruptions;
+      job.state = JobState::kPending;
+      job.retry_at = now;
+      backoff_.insert(id);
+      Write(job, "Disrupted", why + "; runs again from its checkpoint (not counted as a failure)",
             txn);
     } else if (k == "stopped") {
       if (job.state != JobState::kPreempting) {

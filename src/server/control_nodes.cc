@@ -76,6 +76,22 @@ Result<NodeRecord> ControlPlane::SetNodeAdmin(const std::string& name, const std
   return copy;
 }
 
+std::vector<std::pair<std::string, std::string>> ControlPlane::Peers(const std::string& name,
+                                                                     size_t limit,
+                                                                     int64_t* live) const {
+  std::lock_guard lock(mu_);
+  std::vector<std::pair<std::string, std::string>> out;
+  *live = 0;
+  for (const NodeRecord& n : nodes_) {
+    if (!n.alive) continue;
+    ++*live;
+    if (n.name != name && !n.agent_url.empty() && out.size() < limit) {
+      out.emplace_back(n.name, n.agent_url);
+    }
+  }
+  return out;
+}
+
 Status ControlPlane::Heartbeat(const std::string& name, const HeartbeatInfo& info) {
   int64_t rev = 0;
   {

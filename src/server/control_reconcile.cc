@@ -37,9 +37,42 @@ void ControlPlane::WaitForWork(std::chrono::milliseconds timeout) {
   work_.wait_for(lock, timeout, [&] { return dirty_; });
 }
 
+bool ControlPlane::MostNodesSilent(Time now) {
+  const Duration late = Duration(options_.node_lease.value() / 3);
+  int64_t live = 0, silent = 0;
+  for (const NodeRecord& n : nodes_) {
+    if (!n.alive) continue;
+    ++live;
+    if (now - n.last_heartbeat > late) ++silent;
+  }
+  live_nodes_ = live;
+  const bool outage = silent * 2 > live;
+  if (outage != outage_) {
+    outage_ = outage;
+    if (outage) {
+      log_.Warn("control",
+                "more than half of the live nodes are silent: the control plane's network is the "
+                "likelier fault; silent nodes are declared down only after the lease and the "
+                "outage grace",
+                {{"silent", silent}, {"live", live}});
+    } else {
+      // Each node still silent gets a whole lease from now: its agent
+      // learns from its peers that the outage is over, and fences, well
+      // within it.
+      for (NodeRecord& n : nodes_) {
+        if (n.alive && now - n.last_heartbeat > late) n.last_heartbeat = now;
+      }
+      log_.Info("control", "most nodes are back: leases run again", {{"live", live}});
+    }
+  }
+  return outage;
+}
+
 void ControlPlane::ExpireLeases(Time now, Txn& txn) {
   if (options_.assume_nodes_up) return;
   const Duration late = Duration(options_.node_lease.value() / 3);
+  const bool outage = options_.outage_grace.value() > 0 && MostNodesSilent(now);
+  const Duration lease = outage ? options_.node_lease + options_.outage_grace : options_.node_lease;
   for (NodeRecord& n : nodes_) {
     if (!n.alive) continue;
     const Duration silent = now - n.last_heartbeat;
@@ -51,7 +84,7 @@ void ControlPlane::ExpireLeases(Time now, Txn& txn) {
       if (n.not_responding)
         metrics_.Add("unipool_heartbeats_missed_total", {{"partition", n.partition}});
     }
-    if (silent <= options_.node_lease) continue;
+    if (silent <= lease) continue;
     n.alive = false;
     n.not_responding = false;
     SetSchedNodeState(n, now);

@@ -20,7 +20,8 @@ Result<std::unique_ptr<Server>> Server::Open(const ServerOptions& options, Logge
   if (options.memory_store) {
     s->store_ = store::NewMemoryStore();
   } else {
-    Result<std::unique_ptr<store::Store>> st = store::OpenSqliteStore(options.data_dir, options.init);
+    Result<std::unique_ptr<store::Store>> st =
+        store::OpenSqliteStore(options.data_dir, options.init);
     if (!st.ok()) return st.status();
     s->store_ = std::move(st).value();
   }
@@ -31,6 +32,7 @@ Result<std::unique_ptr<Server>> Server::Open(const ServerOptions& options, Logge
   ApiServer::DeclareMetrics(s->metrics_);
   ControlOptions copt;
   copt.node_lease = options.node_lease;
+  copt.outage_grace = options.outage_grace;
   copt.assume_nodes_up = options.assume_nodes_up;
   copt.sched.min_runtime = options.min_runtime;
   copt.sched.max_attempts_per_cycle = options.max_attempts_per_cycle;
@@ -49,6 +51,7 @@ Result<std::unique_ptr<Server>> Server::Open(const ServerOptions& options, Logge
   aopt.tls_cert = options.tls_cert;
   aopt.tls_key = options.tls_key;
   aopt.limits = options.http;
+  aopt.peer_evidence = options.outage_grace.value() > 0;
   s->api_ = std::make_unique<ApiServer>(*s->control_, s->metrics_, log, aopt);
   UNIPOOL_RETURN_IF_ERROR(s->api_->Init());
   return s;

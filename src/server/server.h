@@ -24,6 +24,7 @@ struct ServerOptions {
   std::string tls_cert, tls_key;
   bool assume_nodes_up = false;
   Duration node_lease = Seconds(30);
+  Duration outage_grace = Duration(0);  // ControlOptions::outage_grace
   Duration min_runtime = Seconds(300);  // before a job may be preempted
   Duration cycle = Milliseconds(200);   // reconcile at least this often
   // Placement attempts per reconcile pass (like Slurm's default_queue_depth):
