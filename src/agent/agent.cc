@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "agent/steady_clock.h"
+#include "io/yaml_fields.h"
 
 namespace unipool::agent {
 namespace fs = std::filesystem;
@@ -178,41 +179,41 @@ Status Agent::Start() {
 
 // GET /logs/JOB/RANK?generation=G&offset=N&limitBytes=L (bearer: the secret).
 void Agent::ServeLogs() {
-  http_->Get("/logs/([0-9]+)/([0-9]+)", [this](const httplib::Request& req,
-                                               httplib::Response& res) {
-    if (req.get_header_value("Authorization") != "Bearer " + secret_) {
-      res.status = 401;
-      res.set_content("unauthorized", "text/plain");
-      return;
-    }
-    const std::string dir = options_.work_dir + "/jobs/" + std::string(req.matches[1]) + "/run-" +
-                            req.get_param_value("generation");
-    const int rank = std::stoi(req.matches[2]);
-    // The log of the process that runs `rank`: rank-R.log, else the
-    // per-node process's log with the highest first rank below it.
-    std::string path;
-    for (int r = rank; r >= 0 && path.empty(); --r) {
-      if (fs::exists(dir + "/rank-" + std::to_string(r) + ".log")) {
-        path = dir + "/rank-" + std::to_string(r) + ".log";
-      }
-    }
-    if (path.empty()) {
-      res.status = 404;
-      res.set_content("no log for rank " + std::to_string(rank) + " here", "text/plain");
-      return;
-    }
-    std::ifstream in(path, std::ios::binary | std::ios::ate);
-    const int64_t size = in.tellg();
-    int64_t offset = req.has_param("offset") ? std::stoll(req.get_param_value("offset")) : 0;
-    const int64_t limit =
-        req.has_param("limitBytes") ? std::stoll(req.get_param_value("limitBytes")) : 1 << 20;
-    offset = std::clamp<int64_t>(offset, 0, size);
-    std::string text(static_cast<size_t>(std::min(size - offset, limit)), '\0');
-    in.seekg(offset);
-    in.read(text.data(), static_cast<std::streamsize>(text.size()));
-    res.set_header("X-Unipool-Offset", std::to_string(offset + static_cast<int64_t>(text.size())));
-    res.set_content(text, "text/plain; charset=utf-8");
-  });
+  http_->Get("/logs/([0-9]+)/([0-9]+)",
+             [this](const httplib::Request& req, httplib::Response& res) {
+               if (req.get_header_value("Authorization") != "Bearer " + secret_) {
+                 res.status = 401;
+                 res.set_content("unauthorized", "text/plain");
+                 return;
+               }
+               const std::string dir = options_.work_dir + "/jobs/" + std::string(req.matches[1]) +
+                                       "/run-" + req.get_param_value("generation");
+               const int rank = std::stoi(req.matches[2]);
+               // The log of the process that runs `rank`: rank-R.log, else the
+               // per-node process's log with the highest first rank below it.
+               std::string path;
+               for (int r = rank; r >= 0 && path.empty(); --r) {
+                 if (fs::exists(dir + "/rank-" + std::to_string(r) + ".log")) {
+                   path = dir + "/rank-" + std::to_string(r) + ".log";
+                 }
+               }
+               if (path.empty()) {
+                 res.status = 404;
+                 res.set_content("no log for rank " + std::to_string(rank) + " here", "text/plain");
+                 return;
+               }
+               int64_t offset = 0, limit = 1 << 20;
+               if (req.has_param("offset")) io::ParseInt64(req.get_param_value("offset"), &offset);
+               if (req.has_param("limitBytes"))
+                 io::ParseInt64(req.get_param_value("limitBytes"), &limit);
+               limit = std::clamp<int64_t>(limit, 1, 16 << 20);
+               // Across rotations: the offset is the stream's (log_file.h); the answer
+               // says where to continue.
+               int64_t next = 0;
+               const std::string text = ReadLog(path, offset, limit, &next);
+               res.set_header("X-Unipool-Offset", std::to_string(next));
+               res.set_content(text, "text/plain; charset=utf-8");
+             });
 }
 
 // ---- Loops ---------------------------------------------------------------------
@@ -347,6 +348,7 @@ void Agent::Run() {
       current = Json();
     }
     RetryReports();
+    CleanLogs();
     for (auto it = runs_.begin(); it != runs_.end();) {
       LocalRun& run = *it->second;
       bool ended = run.run.Poll();
@@ -474,6 +476,7 @@ std::vector<ProcessSpec> Agent::Processes(const Json& a, LocalRun& run) const {
       p.rank = static_cast<int>(first + local);
       p.working_dir = spec.value("workingDir", "");
       p.log_path = run.dir + "/rank-" + std::to_string(p.rank) + ".log";
+      p.log_limits = options_.logs;
       const std::string report = run.dir + "/report-rank-" + std::to_string(p.rank) + ".jsonl";
       p.env = {{"MASTER_ADDR", world["masterAddr"]},
                {"MASTER_PORT", std::to_string(world["masterPort"].get<int>())},
@@ -523,6 +526,12 @@ void Agent::StartRun(const Json& a) {
   }
   std::vector<ProcessSpec> procs = Processes(a, *run);
   if (procs.empty()) return;
+  // The run's logs and reports: the agent's user only (jobs may log secrets).
+  std::error_code ec;
+  fs::create_directories(run->dir, ec);
+  for (const std::string& d : {options_.work_dir + "/jobs", run->dir}) {
+    fs::permissions(d, fs::perms::owner_all, ec);
+  }
   const std::string cgroup = contain_->PrepareRun(id, run->generation);
   for (ProcessSpec& p : procs) {
     p.cgroup_procs = cgroup;
@@ -612,6 +621,21 @@ void Agent::ForwardReports(int64_t job, LocalRun& run) {
     Report(job, run.generation, "progress", "", run.progress);
     run.progress = Json();
     run.progress_sent_ms = SteadyMs();
+  }
+}
+
+// Every 10 s: finished runs' files past the retention or the node's budget
+// go (log_file.h CleanRuns); running runs' are capped per process.
+void Agent::CleanLogs() {
+  if (SteadyMs() - cleaned_ms_ < 10000) return;
+  cleaned_ms_ = SteadyMs();
+  std::set<std::string> running;
+  for (const auto& [id, run] : runs_) running.insert(run->dir);
+  const int removed = CleanRuns(options_.work_dir + "/jobs", running, options_.log_budget_bytes,
+                                std::chrono::seconds(options_.log_retention.value() / 1000000000));
+  if (removed > 0) {
+    log_.Info("agent", "removed finished runs' logs (retention or node budget)",
+              {{"node", options_.node}, {"runs", int64_t{removed}}});
   }
 }
 

@@ -75,6 +75,9 @@ struct AgentOptions {
   // 0: off (fence at 2/3 of the lease, always). Else the server's
   // --outage-grace: see "Outages" above.
   Duration outage_grace = Duration(0);
+  LogLimits logs;                               // per process (log_file.h)
+  int64_t log_budget_bytes = int64_t{8} << 30;  // all runs' files on this node
+  Duration log_retention = Seconds(7 * 86400);  // a finished run's files are kept this long
 };
 
 // GPUs found by `nvidia-smi` (-1 when it is missing or fails).
@@ -125,6 +128,7 @@ class Agent {
   bool Report(int64_t job, int64_t generation, const std::string& kind, const std::string& msg,
               const Json& data = Json());
   void RetryReports();
+  void CleanLogs();
   std::vector<ProcessSpec> Processes(const Json& a, LocalRun& run) const;
   void ServeLogs();
   std::string Health();
@@ -158,6 +162,7 @@ class Agent {
   };
   std::map<int64_t, Pending> unacked_;  // final reports not yet taken; main loop only
   int64_t last_retry_ms_ = 0;
+  int64_t cleaned_ms_ = 0;
   std::atomic<bool> fenced_{false};
   std::atomic<int64_t> own_fences_{0};  // times FenceLoop fenced
   // Every fence so far, the agent's and the watchdog's: a run that saw one

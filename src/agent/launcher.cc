@@ -13,30 +13,22 @@
 #include <filesystem>
 #include <fstream>
 
+#include "agent/log_file.h"
 #include "agent/steady_clock.h"
-#include "io/time_format.h"
 
 namespace unipool::agent {
 namespace {
 
-// Copies `fd` to `path`, a timestamp before each line, until EOF.
-void CopyLines(int fd, const std::string& path) {
-  FILE* out = std::fopen(path.c_str(), "a");
+// Copies `fd` to the log at `path` until EOF.
+void CopyLines(int fd, const std::string& path, LogLimits limits) {
+  LogFile log(path, limits);
   char buf[4096];
-  bool at_line_start = true;
   while (true) {
     const ssize_t n = read(fd, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
-    if (!out) continue;
-    for (ssize_t i = 0; i < n; ++i) {
-      if (at_line_start) std::fprintf(out, "%s ", io::FormatTime(io::WallClock()).c_str());
-      std::fputc(buf[i], out);
-      at_line_start = buf[i] == '\n';
-    }
-    std::fflush(out);
+    log.Write(buf, static_cast<size_t>(n));
   }
-  if (out) std::fclose(out);
   close(fd);
 }
 
@@ -165,7 +157,7 @@ Status ProcessGroup::Start(const std::vector<ProcessSpec>& procs) {
     close(pipefd[1]);
     // Detached: a process that leaves its group (a daemon started with
     // setsid) keeps the pipe open after the run ends; nothing waits for it.
-    std::thread(CopyLines, pipefd[0], p.log_path).detach();
+    std::thread(CopyLines, pipefd[0], p.log_path, p.log_limits).detach();
     pids_.push_back(Proc{pid, p.rank, p.log_path});
     logs_.push_back(p.log_path);
   }
@@ -224,16 +216,7 @@ std::vector<pid_t> ProcessGroup::pids() const {
 
 std::string ProcessGroup::LogTails(size_t bytes) const {
   std::string out;
-  for (const std::string& path : logs_) {
-    std::ifstream in(path, std::ios::binary | std::ios::ate);
-    if (!in) continue;
-    const std::streamoff size = in.tellg();
-    const std::streamoff from = size > static_cast<std::streamoff>(bytes) ? size - bytes : 0;
-    in.seekg(from);
-    std::string tail(static_cast<size_t>(size - from), '\0');
-    in.read(tail.data(), static_cast<std::streamsize>(tail.size()));
-    out += tail;
-  }
+  for (const std::string& path : logs_) out += TailLog(path, bytes);
   return out;
 }
 

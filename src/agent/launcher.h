@@ -2,9 +2,10 @@
 // distributed training expects them, and watches them.
 //
 // Each process gets its own process group (so a stop reaches everything it
-// started), dies with the agent (PR_SET_PDEATHSIG: a job never outlives the
-// agent that fences it), and writes stdout and stderr to a per-rank log
-// file, each line prefixed with an RFC 3339 timestamp.
+// started), joins its run's cgroup when it has one (containment.h), dies
+// with the agent (PR_SET_PDEATHSIG; what it started is the watchdog's), and
+// writes stdout and stderr to a per-rank log (log_file.h: capped, rotated),
+// each line prefixed with an RFC 3339 timestamp.
 //
 // Thread safety: a Launcher is used by one thread (the agent's loop); log
 // copying runs on threads of its own.
@@ -18,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "agent/log_file.h"
 #include "core/base/status.h"
 
 namespace unipool::agent {
@@ -30,6 +32,7 @@ struct ProcessSpec {
   std::string log_path;
   int rank = 0;              // the lowest global rank it runs (its log's name)
   std::string cgroup_procs;  // a cgroup.procs to join before exec; "" = none
+  LogLimits log_limits;
 };
 
 // How a process ended, in words a user acts on.

@@ -49,6 +49,8 @@ struct AgentFlags {
   std::string join_token_file;
   std::string heartbeat = "5s", lease = "30s", health_interval = "60s", outage_grace = "0s";
   std::string log_level = "info";
+  int64_t log_max_mb = 64, log_budget_mb = 8192;
+  std::string log_retention = "7d";
 };
 
 int RunAgent(AgentFlags& f) {
@@ -68,6 +70,13 @@ int RunAgent(AgentFlags& f) {
       !ParseDur("--health-interval", f.health_interval, &f.opt.health_interval)) {
     return kExitBadInput;
   }
+  if (!ParseDur("--log-retention", f.log_retention, &f.opt.log_retention)) return kExitBadInput;
+  if (f.log_max_mb < 1 || f.log_budget_mb < 1 || f.opt.logs.files < 1) {
+    std::cerr << "error: --log-max-mb, --log-files and --log-budget-mb must be at least 1\n";
+    return kExitBadInput;
+  }
+  f.opt.logs.max_bytes = f.log_max_mb << 20;
+  f.opt.log_budget_bytes = f.log_budget_mb << 20;
   if (!io::ParseDuration(f.outage_grace, &f.opt.outage_grace) || f.opt.outage_grace.value() < 0) {
     std::cerr << "error: --outage-grace: expected a duration like 5m (0s: off), got '"
               << f.outage_grace << "'\n";
@@ -124,23 +133,29 @@ int RunLogs(LogsFlags& f) {
       std::cerr << "error: " << job.status().message() << "\n";
       return ExitCodeFor(job.status());
     }
-    Result<Json> text =
-        client.Call("GET", "/v1/jobs/" + f.job + "/logs?rank=" + std::to_string(f.rank) +
-                               "&offset=" + std::to_string(offset));
+    std::map<std::string, std::string> headers;
+    Result<Json> text = client.Call("GET",
+                                    "/v1/jobs/" + f.job + "/logs?rank=" + std::to_string(f.rank) +
+                                        "&offset=" + std::to_string(offset),
+                                    "", "application/json", 30, &headers);
+    bool more = false;  // a chunk came: the next may follow at once
     if (text.ok() && text->is_string()) {
       const std::string s = text->get<std::string>();
       std::cout << s << std::flush;
-      offset += static_cast<int64_t>(s.size());
+      more = !s.empty();
+      // Where the log goes on: past what was read, or past what rotated away.
+      int64_t next = 0;
+      offset = io::ParseInt64(headers["X-Unipool-Offset"], &next) && next >= offset
+                   ? next
+                   : offset + static_cast<int64_t>(s.size());
     } else if (!text.ok() && !f.follow) {
       std::cerr << "error: " << text.status().message() << "\n";
       return ExitCodeFor(text.status());
     }
+    if (more) continue;  // the whole log (it comes in chunks of 1 MiB at most)
     const std::string state = (*job)["state"];
     const bool ended = state == "Succeeded" || state == "Failed" || state == "Cancelled";
-    if (!f.follow ||
-        (ended && text.ok() && text->is_string() && text->get<std::string>().empty())) {
-      return kExitOk;
-    }
+    if (!f.follow || (ended && text.ok())) return kExitOk;
     std::this_thread::sleep_for(std::chrono::seconds(1));
   }
 }
@@ -375,6 +390,20 @@ void AddAgentCommands(CLI::App& app, int& exit_code) {
   cmd->add_option("--outage-grace", f->outage_grace,
                   "the server's --outage-grace: keep tasks through a server outage this long "
                   "while a majority of the nodes confirms it (0s: off)")
+      ->capture_default_str();
+  cmd->add_option("--log-max-mb", f->log_max_mb, "a process's log file rotates past this size")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
+  cmd->add_option("--log-files", f->opt.logs.files,
+                  "files kept per process log (the current one and rotated ones)")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  cmd->add_option("--log-budget-mb", f->log_budget_mb,
+                  "all runs' files on this node; past it the oldest finished runs' go")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->capture_default_str();
+  cmd->add_option("--log-retention", f->log_retention,
+                  "a finished run's logs are removed this long after its last write")
       ->capture_default_str();
   cmd->add_option("--cgroup", f->opt.cgroup,
                   "auto (a cgroup v2 directory per run where one can be created), off (process "

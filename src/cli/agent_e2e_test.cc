@@ -229,3 +229,58 @@ TEST_F(AgentE2eTest, OneRankFailingFailsTheWholeGang) {
 
 }  // namespace
 }  // namespace unipool::testing
+
+namespace unipool::testing {
+namespace {
+
+// Agents that keep 3 files of 1 MiB per process log.
+class LogLimitsE2eTest : public AgentE2eTest {
+ protected:
+  LogLimitsE2eTest() : AgentE2eTest({}, {"--log-max-mb", "1", "--log-files", "3"}) {}
+};
+
+// A job that writes far more than the cap: the node keeps at most the cap,
+// readable by the agent's user only, and `unipool logs` prints the newest
+// part whole (every line once, in order) across the rotations.
+TEST_F(LogLimitsE2eTest, LogsAreCappedRotatedAndReadWhole) {
+  StartAgent("n0");
+  WaitNodesUp(1);
+  const int64_t id = SubmitYaml(
+      "apiVersion: unipool/v1\nkind: Job\nmetadata: {name: chatty}\nspec:\n"
+      "  command: [sh, -c, 'seq 1 400000; echo the-end']\n  gpus: 1\n");
+  ASSERT_GT(id, 0);
+  WaitFor(
+      id, [](const Json& j) { return j["state"] == "Succeeded"; }, 60, "succeeded");
+  const std::string run = server_.dir() + "/agents/n0/jobs/" + std::to_string(id) + "/run-1";
+  int64_t bytes = 0;
+  for (const auto& f : fs::directory_iterator(run)) {
+    if (f.path().filename().string().starts_with("rank-0.log")) bytes += f.file_size();
+  }
+  EXPECT_LE(bytes, 3 * (1 << 20) + 4096) << "the log outgrew its cap";
+  EXPECT_TRUE(fs::exists(run + "/rank-0.log.2"));
+  EXPECT_EQ(fs::status(run).permissions() & fs::perms::all, fs::perms::owner_all);
+  EXPECT_EQ(fs::status(run + "/rank-0.log").permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write);
+  server_.UseCli("admin");
+  RunResult r = RunUnipool({"logs", std::to_string(id)});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::string line;
+  int64_t first = -1, last = -1;
+  bool in_order = true;
+  while (std::getline(lines, line)) {
+    const std::string text = line.substr(line.find(' ') + 1);  // after the timestamp
+    if (text == "the-end") break;
+    const int64_t n = std::stoll(text);
+    if (first < 0) first = n;
+    in_order = in_order && (last < 0 || n == last + 1);
+    last = n;
+  }
+  EXPECT_TRUE(in_order) << "a line lost or repeated across a rotation";
+  EXPECT_GT(first, 1) << "the oldest lines were rotated away";
+  EXPECT_EQ(last, 400000);
+  EXPECT_NE(r.out.find("the-end"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace unipool::testing

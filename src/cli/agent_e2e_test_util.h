@@ -111,14 +111,14 @@ class Proxy {
 
 class AgentE2eTest : public ::testing::Test {
  protected:
-  AgentE2eTest() : AgentE2eTest({}) {}
-  // `extra`: arguments for the server and every agent (--outage-grace).
-  explicit AgentE2eTest(std::vector<std::string> extra)
+  AgentE2eTest() : AgentE2eTest({}, {}) {}
+  // Extra arguments for the server and for every agent.
+  AgentE2eTest(const std::vector<std::string>& server_extra, std::vector<std::string> agent_extra)
       : server_(TestServer::Options{
             .cluster = "testdata/clusters/local-3x2.yaml",
             .assume_nodes_up = false,
-            .extra_args = Concat({"--node-lease", "3s", "--min-runtime", "0s"}, extra)}),
-        agent_extra_(std::move(extra)) {}
+            .extra_args = Concat({"--node-lease", "3s", "--min-runtime", "0s"}, server_extra)}),
+        agent_extra_(std::move(agent_extra)) {}
   static std::vector<std::string> Concat(std::vector<std::string> a,
                                          const std::vector<std::string>& b) {
     a.insert(a.end(), b.begin(), b.end());

@@ -105,7 +105,7 @@ TEST_F(AgentE2eTest, FourDisruptionsNeverOverlapAndAreNotTheJobsFailures) {
 // The server and the agents with an outage grace far above the lease.
 class OutageE2eTest : public AgentE2eTest {
  protected:
-  OutageE2eTest() : AgentE2eTest({"--outage-grace", "90s"}) {}
+  OutageE2eTest() : AgentE2eTest({"--outage-grace", "90s"}, {"--outage-grace", "90s"}) {}
 };
 
 // The server is killed and stays down 60 s, twenty leases: every agent

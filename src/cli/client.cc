@@ -68,8 +68,8 @@ Status ResolveClientConfig(ClientConfig* c) {
 }
 
 Result<Json> Client::Call(const std::string& method, const std::string& path,
-                          const std::string& body, const std::string& content_type,
-                          int timeout_s) const {
+                          const std::string& body, const std::string& content_type, int timeout_s,
+                          std::map<std::string, std::string>* headers_out) const {
   httplib::Client http(config_.server);
   if (!config_.ca_cert.empty()) http.set_ca_cert_path(config_.ca_cert.c_str());
   http.set_connection_timeout(5, 0);
@@ -84,6 +84,9 @@ Result<Json> Client::Call(const std::string& method, const std::string& path,
   if (!res) {
     return Unavailable("cannot reach the server at " + config_.server + " (" +
                        httplib::to_string(res.error()) + ")");
+  }
+  if (headers_out) {
+    for (const auto& [k, v] : res->headers) (*headers_out)[k] = v;
   }
   if (res->status >= 200 && res->status < 300 &&
       res->get_header_value("Content-Type").starts_with("text/")) {

@@ -6,6 +6,7 @@
 // http://127.0.0.1:8460.
 #pragma once
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -31,9 +32,11 @@ class Client {
  public:
   explicit Client(ClientConfig config) : config_(std::move(config)) {}
   // `timeout_s` bounds the whole call (long-poll watches pass more).
+  // `headers`, when given, receives the answer's headers (names as sent).
   Result<Json> Call(const std::string& method, const std::string& path,
                     const std::string& body = "",
-                    const std::string& content_type = "application/json", int timeout_s = 30) const;
+                    const std::string& content_type = "application/json", int timeout_s = 30,
+                    std::map<std::string, std::string>* headers = nullptr) const;
   const ClientConfig& config() const { return config_; }
 
  private:
