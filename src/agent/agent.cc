@@ -107,6 +107,11 @@ struct Agent::LocalRun {
   int64_t last_checkpoint_step = -1;
   std::vector<pid_t> pgids;     // registered with the fence
   int64_t fences_at_start = 0;  // FenceCount() when it started
+  // Hung runs (spec.progressTimeout, watched where rank 0 runs).
+  int64_t progress_timeout_ms = 0;  // 0: off
+  int64_t last_step = -1;           // the highest step rank 0 reported
+  int64_t advanced_ms = 0;          // when it last went up
+  std::string hung_why;             // set: the agent killed it as hung
 };
 
 Agent::Agent(AgentOptions options, server::Logger& log) : options_(std::move(options)), log_(log) {
@@ -351,6 +356,7 @@ void Agent::Run() {
     CleanLogs();
     for (auto it = runs_.begin(); it != runs_.end();) {
       LocalRun& run = *it->second;
+      CheckHung(it->first, run);
       bool ended = run.run.Poll();
       const bool failed =
           std::any_of(run.run.exits().begin(), run.run.exits().end(),
@@ -515,6 +521,10 @@ void Agent::StartRun(const Json& a) {
   auto run = std::make_unique<LocalRun>();
   run->generation = a["generation"];
   run->grace_s = static_cast<int>(a.value("graceSeconds", int64_t{30}));
+  const Json& spec = a["spec"];
+  if (spec.contains("progressTimeoutNs") && spec["progressTimeoutNs"].is_number_integer()) {
+    run->progress_timeout_ms = spec["progressTimeoutNs"].get<int64_t>() / 1000000;
+  }
   run->dir =
       options_.work_dir + "/jobs/" + std::to_string(id) + "/run-" + std::to_string(run->generation);
   if (fs::exists(run->dir)) {
@@ -568,6 +578,10 @@ void Agent::Finish(int64_t job, LocalRun& run) {
     Report(job, run.generation, "stopped", "stopped on " + options_.node);
     return;
   }
+  if (!run.hung_why.empty()) {
+    Report(job, run.generation, "hung", run.hung_why + " (node " + options_.node + ")");
+    return;
+  }
   // Cancelled or moved: the server knows. A gang this agent killed because
   // one of its processes failed is reported, with that process's cause.
   if (run.run.stopping() && !run.gang_failed) return;
@@ -587,6 +601,38 @@ void Agent::Finish(int64_t job, LocalRun& run) {
   if (!hint.empty()) why += "; likely " + hint;
   log_.Warn("agent", "run failed: " + why, {{"job", job}, {"node", options_.node}});
   Report(job, run.generation, "failed", why + " (node " + options_.node + ")");
+}
+
+// Where rank 0 runs: a run that reported a step and then did not advance for
+// its progressTimeout is hung. The operator's hook (--hang-hook, e.g. a
+// py-spy dump) runs first, while the processes still live; then the gang is
+// killed and reported "hung" with the last step and each local rank's last
+// log line (the server restarts it like a failure).
+void Agent::CheckHung(int64_t job, LocalRun& run) {
+  if (run.progress_timeout_ms <= 0 || !run.rank0 || run.last_step < 0 || run.run.stopping() ||
+      !run.hung_why.empty() || SteadyMs() - run.advanced_ms <= run.progress_timeout_ms) {
+    return;
+  }
+  std::string why = "hung: no progress since step " + std::to_string(run.last_step) + " for " +
+                    std::to_string(run.progress_timeout_ms / 1000) + "s";
+  for (const auto& [rank, line] : run.run.LastLines()) {
+    why += "; rank " + std::to_string(rank) + ": " + line.substr(0, 200);
+  }
+  if (!options_.hang_hook.empty()) {
+    std::string pids;
+    for (pid_t p : run.run.pids()) pids += (pids.empty() ? "" : " ") + std::to_string(p);
+    std::string quoted = "'";  // the hook, as one shell word
+    for (char c : options_.hang_hook)
+      quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    quoted += "'";
+    auto [code, out] = Shell("env UNIPOOL_JOB_ID=" + std::to_string(job) + " UNIPOOL_PIDS='" +
+                             pids + "' sh -c " + quoted);
+    std::ofstream(run.dir + "/hang-hook.txt") << out << "\n";
+    why += "; hang hook exit " + std::to_string(code) + " (output in the run's hang-hook.txt)";
+  }
+  log_.Warn("agent", why, {{"job", job}, {"node", options_.node}});
+  run.hung_why = why;
+  run.run.Kill();
 }
 
 // Reads new lines of the run's report files; forwards progress (at most
@@ -614,7 +660,14 @@ void Agent::ForwardReports(int64_t job, LocalRun& run) {
         }
         continue;
       }
-      if (path == run.report0 || run.report0.empty()) run.progress = j;
+      if (path == run.report0 || run.report0.empty()) {
+        run.progress = j;
+        if (j.contains("step") && j["step"].is_number_integer() &&
+            j["step"].get<int64_t>() > run.last_step) {
+          run.last_step = j["step"].get<int64_t>();
+          run.advanced_ms = SteadyMs();
+        }
+      }
     }
   }
   if (run.progress.is_object() && SteadyMs() - run.progress_sent_ms >= 1000) {

@@ -78,6 +78,10 @@ struct AgentOptions {
   LogLimits logs;                               // per process (log_file.h)
   int64_t log_budget_bytes = int64_t{8} << 30;  // all runs' files on this node
   Duration log_retention = Seconds(7 * 86400);  // a finished run's files are kept this long
+  // Run (sh -c) when a run is declared hung, before it is killed, with
+  // UNIPOOL_JOB_ID and UNIPOOL_PIDS set; "" = none. E.g.
+  // 'for p in $UNIPOOL_PIDS; do py-spy dump --pid $p; done'.
+  std::string hang_hook;
 };
 
 // GPUs found by `nvidia-smi` (-1 when it is missing or fails).
@@ -128,6 +132,7 @@ class Agent {
   bool Report(int64_t job, int64_t generation, const std::string& kind, const std::string& msg,
               const Json& data = Json());
   void RetryReports();
+  void CheckHung(int64_t job, LocalRun& run);
   void CleanLogs();
   std::vector<ProcessSpec> Processes(const Json& a, LocalRun& run) const;
   void ServeLogs();

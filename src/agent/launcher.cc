@@ -214,6 +214,19 @@ std::vector<pid_t> ProcessGroup::pids() const {
   return out;
 }
 
+std::vector<std::pair<int, std::string>> ProcessGroup::LastLines() const {
+  std::vector<std::pair<int, std::string>> out;
+  for (const Proc& p : pids_) {
+    std::string tail = TailLog(p.log_path, 4096);
+    while (!tail.empty() && tail.back() == '\n') tail.pop_back();
+    const size_t nl = tail.rfind('\n');
+    std::string line = nl == std::string::npos ? tail : tail.substr(nl + 1);
+    const size_t space = line.find(' ');  // after the timestamp
+    out.emplace_back(p.rank, space == std::string::npos ? line : line.substr(space + 1));
+  }
+  return out;
+}
+
 std::string ProcessGroup::LogTails(size_t bytes) const {
   std::string out;
   for (const std::string& path : logs_) out += TailLog(path, bytes);

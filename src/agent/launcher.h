@@ -74,6 +74,8 @@ class ProcessGroup {
   std::vector<pid_t> pids() const;
   // The last `bytes` of each log, joined (for DiagnoseLog).
   std::string LogTails(size_t bytes) const;
+  // Each process's last log line (without its timestamp), by rank.
+  std::vector<std::pair<int, std::string>> LastLines() const;
 
  private:
   struct Proc {

@@ -405,6 +405,9 @@ void AddAgentCommands(CLI::App& app, int& exit_code) {
   cmd->add_option("--log-retention", f->log_retention,
                   "a finished run's logs are removed this long after its last write")
       ->capture_default_str();
+  cmd->add_option("--hang-hook", f->opt.hang_hook,
+                  "program run (sh -c) when a run is declared hung (spec.progressTimeout), "
+                  "before it is killed; $UNIPOOL_JOB_ID and $UNIPOOL_PIDS are set");
   cmd->add_option("--cgroup", f->opt.cgroup,
                   "auto (a cgroup v2 directory per run where one can be created), off (process "
                   "tags only) or a cgroup v2 directory to create runs under")

@@ -284,3 +284,42 @@ TEST_F(LogLimitsE2eTest, LogsAreCappedRotatedAndReadWhole) {
 
 }  // namespace
 }  // namespace unipool::testing
+
+namespace unipool::testing {
+namespace {
+
+// Agents with a hang hook (what an operator would point at py-spy).
+class HungE2eTest : public AgentE2eTest {
+ protected:
+  HungE2eTest() : AgentE2eTest({}, {"--hang-hook", "echo dumped $UNIPOOL_PIDS"}) {}
+};
+
+// A job that reports steps and then stops advancing is declared hung after
+// its progressTimeout: an event with the last step and the rank's last log
+// line, the hook's dump, a restart like a failure, and then Failed when its
+// restarts are spent; nothing of it is left running.
+TEST_F(HungE2eTest, AJobThatStopsAdvancingIsRestartedThenFailed) {
+  StartAgent("n0");
+  WaitNodesUp(1);
+  const int64_t id = SubmitYaml(
+      "apiVersion: unipool/v1\nkind: Job\nmetadata: {name: stuck}\nspec:\n"
+      "  command: [sh, -c, 'for s in 1 2 3; do echo \"{\\\"step\\\": $s}\" >> "
+      "$UNIPOOL_REPORT_FILE; sleep 0.3; done; echo waiting in all-reduce; exec sleep 6074']\n"
+      "  gpus: 1\n  progressTimeout: 2s\n  restartPolicy: {maxRestarts: 1, backoff: 1s}\n");
+  ASSERT_GT(id, 0);
+  Json done = WaitFor(
+      id, [](const Json& j) { return j["state"] == "Failed"; }, 60, "failed as hung");
+  const std::string msg = done["message"];
+  EXPECT_NE(msg.find("hung: no progress since step 3"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("rank 0: waiting in all-reduce"), std::string::npos) << msg;
+  EXPECT_EQ(done["restarts"], 1);
+  const std::vector<std::string> types = EventTypes(id);
+  EXPECT_NE(std::find(types.begin(), types.end(), "Hung"), types.end());
+  const std::string dump =
+      ReadAll(server_.dir() + "/agents/n0/jobs/" + std::to_string(id) + "/run-1/hang-hook.txt");
+  EXPECT_NE(dump.find("dumped "), std::string::npos) << dump;
+  EXPECT_EQ(WaitSleepers("6074", 0), 0);
+}
+
+}  // namespace
+}  // namespace unipool::testing

@@ -359,6 +359,7 @@ Status ReadNativePlacement(const Fields& f, JobRequest* job) {
   }
   UNIPOOL_RETURN_IF_ERROR(ReadFieldString(f, "partition", &job->partition));
   UNIPOOL_RETURN_IF_ERROR(ReadFieldString(f, "dataLocality", &job->data_locality));
+  UNIPOOL_RETURN_IF_ERROR(f.Dur("progressTimeout", &job->progress_timeout));
   return f.Dur("timeLimit", &job->time_limit);
 }
 
@@ -422,7 +423,8 @@ Status ReadNativeSpec(const YAML::Node& n, JobRequest* job) {
                                  "partition",
                                  "dataLocality",
                                  "volumes",
-                                 "timeLimit"});
+                                 "timeLimit",
+                                 "progressTimeout"});
   if (!f.ok()) return f.status();
   UNIPOOL_RETURN_IF_ERROR(ReadNativeProcess(*f, job));
   UNIPOOL_RETURN_IF_ERROR(ReadNativeGpus(*f, job));
@@ -1193,6 +1195,7 @@ Status ReadStoredScheduling(const JsonFields& f, JobRequest* r) {
   UNIPOOL_RETURN_IF_ERROR(f.String("within", &r->within));
   UNIPOOL_RETURN_IF_ERROR(f.String("partition", &r->partition));
   UNIPOOL_RETURN_IF_ERROR(f.String("dataLocality", &r->data_locality));
+  UNIPOOL_RETURN_IF_ERROR(f.Nanos("progressTimeoutNs", &r->progress_timeout));
   return f.Nanos("timeLimitNs", &r->time_limit);
 }
 
@@ -1235,13 +1238,32 @@ Status CheckStored(const JobRequest& r) {
 }
 
 Result<JobRequest> FromJson(const json& j) {
-  Result<JsonFields> f = JsonFields::Of(
-      j, "", {"name",        "labels",        "command",       "args",
-              "env",         "workingDir",    "gpus",          "gpusPerNode",
-              "queue",       "priorityClass", "priority",      "preemptible",
-              "minGpus",     "restart",       "checkpointDir", "checkpointIntervalNs",
-              "within",      "partition",     "dataLocality",  "volumes",
-              "timeLimitNs", "launch",        "image",         "sourceKind"});
+  Result<JsonFields> f = JsonFields::Of(j, "",
+                                        {"name",
+                                         "labels",
+                                         "command",
+                                         "args",
+                                         "env",
+                                         "workingDir",
+                                         "gpus",
+                                         "gpusPerNode",
+                                         "queue",
+                                         "priorityClass",
+                                         "priority",
+                                         "preemptible",
+                                         "minGpus",
+                                         "restart",
+                                         "checkpointDir",
+                                         "checkpointIntervalNs",
+                                         "within",
+                                         "partition",
+                                         "dataLocality",
+                                         "volumes",
+                                         "timeLimitNs",
+                                         "launch",
+                                         "image",
+                                         "sourceKind",
+                                         "progressTimeoutNs"});
   if (!f.ok()) return f.status();
   JobRequest r;
   UNIPOOL_RETURN_IF_ERROR(ReadStoredProcess(*f, &r));
@@ -1303,6 +1325,7 @@ nlohmann::json JobRequestToJson(const JobRequest& r) {
       {"dataLocality", r.data_locality},
       {"volumes", r.volumes},
       {"timeLimitNs", r.time_limit.value()},
+      {"progressTimeoutNs", r.progress_timeout.value()},
       {"launch", LaunchModeName(r.launch)},
       {"image", r.image},
       {"sourceKind", r.source_kind},

@@ -18,9 +18,8 @@
 // bounded (see the k* limits below).
 #pragma once
 
-#include <nlohmann/json_fwd.hpp>
-
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -39,20 +38,20 @@ inline constexpr size_t kMaxStringBytes = 64 << 10;  // any one string
 inline constexpr int64_t kMaxJobGpus = 1 << 24;
 
 enum class LaunchMode {
-  kPerGpu,     // one process per GPU, RANK/LOCAL_RANK set by the agent
-  kPerNode,    // one process per node that runs torchrun itself
+  kPerGpu,   // one process per GPU, RANK/LOCAL_RANK set by the agent
+  kPerNode,  // one process per node that runs torchrun itself
 };
 
 struct RestartPolicy {
-  int32_t max_restarts = 3;       // restarts after failures (not preemptions)
-  Duration backoff = Seconds(10); // wait before each restart, doubled each time
+  int32_t max_restarts = 3;        // restarts after failures (not preemptions)
+  Duration backoff = Seconds(10);  // wait before each restart, doubled each time
 };
 
 // What a user asked for, independent of the shape it came in.
 struct JobRequest {
   std::string name;  // metadata.name: lowercase alphanumerics and '-', 1..63
   std::vector<std::pair<std::string, std::string>> labels;  // sorted by key
-  std::vector<std::string> command;  // required, non-empty
+  std::vector<std::string> command;                         // required, non-empty
   std::vector<std::string> args;
   std::vector<std::pair<std::string, std::string>> env;  // in the order given
   std::string working_dir;
@@ -65,15 +64,18 @@ struct JobRequest {
   int64_t min_gpus = 0;  // elastic: 0 = not elastic; else 1..gpus
   RestartPolicy restart;
   std::string checkpoint_dir;
-  Duration checkpoint_interval;  // 0: the job decides
-  std::string within;            // topology: the gang stays in one group of this tier (name)
-  std::string partition;         // run only here; "" = any
-  std::string data_locality;     // preferred partition (a hint)
+  Duration checkpoint_interval;      // 0: the job decides
+  std::string within;                // topology: the gang stays in one group of this tier (name)
+  std::string partition;             // run only here; "" = any
+  std::string data_locality;         // preferred partition (a hint)
   std::vector<std::string> volumes;  // dataset / volume hints, recorded only
-  Duration time_limit;           // 0 = none
+  Duration time_limit;               // 0 = none
+  // 0 = off. A run whose reported step stops advancing this long is hung:
+  // restarted like a failure (the agent that watches rank 0 says so).
+  Duration progress_timeout;
   LaunchMode launch = LaunchMode::kPerGpu;
-  std::string image;             // recorded; ignored without a container runtime
-  std::string source_kind;       // "unipool/v1 Job", "v1 Pod", "batch/v1 Job", ...
+  std::string image;        // recorded; ignored without a container runtime
+  std::string source_kind;  // "unipool/v1 Job", "v1 Pod", "batch/v1 Job", ...
 };
 
 struct ParsedJob {

@@ -210,10 +210,11 @@ Result<JobRecord> ControlPlane::Cancel(int64_t id, const Scope& scope) {
 Status ControlPlane::Report(int64_t id, int64_t generation, const std::string& kind,
                             const std::string& why, const std::string& data,
                             const std::string& node) {
-  if (kind != "succeeded" && kind != "failed" && kind != "disrupted" && kind != "stopped" &&
-      kind != "checkpoint" && kind != "progress") {
+  if (kind != "succeeded" && kind != "failed" && kind != "hung" && kind != "disrupted" &&
+      kind != "stopped" && kind != "checkpoint" && kind != "progress") {
     return InvalidArgument(
-        "kind: expected succeeded, failed, disrupted, stopped, checkpoint or progress, got '" +
+        "kind: expected succeeded, failed, hung, disrupted, stopped, checkpoint or progress, got "
+        "'" +
         kind + "'");
   }
   int64_t rev = 0;
@@ -237,7 +238,11 @@ Status ControlPlane::Report(int64_t id, int64_t generation, const std::string& k
     // A rank that dies because its peers stopped for a preemption is not a
     // failure of the job: count it as that node having stopped.
     const bool stopping = job.state == JobState::kPreempting;
-    const std::string k = (kind == "failed" || kind == "disrupted") && stopping ? "stopped" : kind;
+    // Hung (no progress for spec.progressTimeout): the job's own failure,
+    // under an event of its own.
+    const bool hung = kind == "hung";
+    std::string k = hung ? "failed" : kind;
+    if ((k == "failed" || k == "disrupted") && stopping) k = "stopped";
     if (k == "succeeded") {
       UNIPOOL_RETURN_IF_ERROR(Finish(job, JobState::kSucceeded, "Succeeded", "succeeded", txn));
     } else if (k == "failed" && job.restarts >= job.request.restart.max_restarts) {
@@ -257,7 +262,7 @@ Status ControlPlane::Report(int64_t id, int64_t generation, const std::string& k
       job.state = JobState::kPending;
       job.retry_at = now + backoff;
       backoff_.insert(id);
-      Write(job, "TaskFailed",
+      Write(job, hung ? "Hung" : "TaskFailed",
             why + "; restart " + std::to_string(job.restarts) + " of " +
                 std::to_string(job.request.restart.max_restarts) + " in " +
                 std::to_string(backoff.value() / 1000000000) + "s from its checkpoint",
