@@ -382,7 +382,7 @@ void Agent::Run() {
         done_[it->first] = run.generation;
         unacked_[it->first] =
             Pending{run.generation, "disrupted",
-                    "lost the server; the run was killed (fencing) on " + options_.node};
+                    "lost the server; the run was killed (fencing) on " + options_.node, Json()};
       } else {
         Finish(it->first, run);
       }
@@ -600,7 +600,11 @@ void Agent::Finish(int64_t job, LocalRun& run) {
   const std::string hint = DiagnoseLog(run.run.LogTails(16384));
   if (!hint.empty()) why += "; likely " + hint;
   log_.Warn("agent", "run failed: " + why, {{"job", job}, {"node", options_.node}});
-  Report(job, run.generation, "failed", why + " (node " + options_.node + ")");
+  // A process that failed because a peer went away says so: the server
+  // waits to learn whether the peer's node was lost (a disruption).
+  const bool peer_lost = bad && PeerLost(TailLog(bad->log_path, 8192));
+  Report(job, run.generation, "failed", why + " (node " + options_.node + ")",
+         peer_lost ? Json{{"peerLost", true}} : Json());
 }
 
 // Where rank 0 runs: a run that reported a step and then did not advance for
@@ -699,14 +703,14 @@ void Agent::RetryReports() {
   if (unacked_.empty() || SteadyMs() - last_retry_ms_ < 1000) return;
   last_retry_ms_ = SteadyMs();
   const auto pending = unacked_;  // Report edits unacked_
-  for (const auto& [job, p] : pending) Report(job, p.generation, p.kind, p.message);
+  for (const auto& [job, p] : pending) Report(job, p.generation, p.kind, p.message, p.data);
 }
 
 bool Agent::Report(int64_t job, int64_t generation, const std::string& kind, const std::string& msg,
                    const Json& data) {
   const bool final =
       kind == "succeeded" || kind == "failed" || kind == "stopped" || kind == "disrupted";
-  if (final) unacked_[job] = Pending{generation, kind, msg};
+  if (final) unacked_[job] = Pending{generation, kind, msg, data};
   auto c = Client(token_, 3);
   Json body{{"generation", generation}, {"kind", kind}, {"message", msg}};
   if (data.is_object()) body["data"] = data;

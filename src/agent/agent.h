@@ -164,6 +164,7 @@ class Agent {
   struct Pending {
     int64_t generation;
     std::string kind, message;
+    Json data;
   };
   std::map<int64_t, Pending> unacked_;  // final reports not yet taken; main loop only
   int64_t last_retry_ms_ = 0;

@@ -66,6 +66,15 @@ std::string ExitInfo::Describe() const {
   return s;
 }
 
+bool PeerLost(const std::string& tail) {
+  for (const char* needle :
+       {"Connection closed by peer", "Connection reset by peer", "ncclRemoteError",
+        "remote process exited", "Socket Timeout", "Broken pipe"}) {
+    if (tail.find(needle) != std::string::npos) return true;
+  }
+  return false;
+}
+
 std::string DiagnoseLog(const std::string& tail) {
   auto has = [&](const char* needle) { return tail.find(needle) != std::string::npos; };
   if (has("NCCL") && (has("imeout") || has("Watchdog"))) {
@@ -177,6 +186,7 @@ bool ProcessGroup::Poll() {
     }
     ExitInfo e;
     e.rank = it->rank;
+    e.log_path = it->log_path;
     e.stopped_by_us = stop_deadline_ > 0;
     if (r > 0 && WIFEXITED(status)) e.exit_code = WEXITSTATUS(status);
     if (r > 0 && WIFSIGNALED(status)) e.signal = WTERMSIG(status);

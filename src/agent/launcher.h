@@ -38,6 +38,7 @@ struct ProcessSpec {
 // How a process ended, in words a user acts on.
 struct ExitInfo {
   int rank = 0;
+  std::string log_path;
   int exit_code = -1;  // -1 when killed by a signal
   int signal = 0;
   bool stopped_by_us = false;
@@ -45,6 +46,11 @@ struct ExitInfo {
   // "exit code 1", "killed by SIGKILL (out of memory?)", ...
   std::string Describe() const;
 };
+
+// True when the end of a process's log says a peer went away (gloo's
+// "Connection closed by peer", NCCL's remote error): the process may have
+// failed only because another one, or another node, did.
+bool PeerLost(const std::string& log_tail);
 
 // Reads the end of a log and names a likely cause with a hint:
 // NCCL timeouts, CUDA or host out-of-memory, NaN loss, ...; "" when none.

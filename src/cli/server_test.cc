@@ -262,5 +262,31 @@ TEST(ServerTest, KillNineLosesNoAcknowledgedJob) {
   std::cerr << "acknowledged before kill -9: " << acked.size() << ", all found\n";
 }
 
+// A process of a 2-node gang failed because a peer went away: the server
+// waits half a lease to learn whether the peer's node was lost (then it is a
+// disruption); every node still answering, it is the job's own failure.
+TEST(ServerTest, APeerLostFailureWaitsForTheNodesThenCountsAsTheJobs) {
+  TestServer s(TestServer::Options{.extra_args = {"--node-lease", "6s"}});
+  s.Start();
+  const int64_t id = Submit(s, "admin", JobYaml("gang", "default", 16, "  gpusPerNode: 8\n"));
+  Json running = WaitForState(s, id, "Running");
+  ASSERT_EQ(running["tasks"].size(), 2u) << running.dump();
+  const std::string path = "/v1/jobs/" + std::to_string(id) + "/report";
+  HttpReply r = s.Call("POST", path, "admin",
+                       Json{{"generation", running["generation"]},
+                            {"kind", "failed"},
+                            {"message", "rank 0: exit code 1 (node dev-0)"},
+                            {"data", {{"peerLost", true}}}}
+                           .dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  Json waiting = s.Call("GET", "/v1/jobs/" + std::to_string(id), "admin").json();
+  EXPECT_EQ(waiting["state"], "Running") << "decided before half a lease";
+  EXPECT_EQ(waiting["restarts"], 0);
+  Json failed = WaitForState(s, id, "Pending");
+  EXPECT_EQ(failed["restarts"], 1) << failed.dump();
+  EXPECT_EQ(failed["disruptions"], 0);
+  EXPECT_NE(failed["message"].get<std::string>().find("rank 0: exit code 1"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace unipool::testing

@@ -67,6 +67,11 @@ struct JobRecord {
   Time retry_at;                        // pending after a failure: restarts at (backoff)
   std::string progress;                 // the job's last progress report (JSON object text)
   std::set<std::string> stopped_nodes;  // preempting: nodes whose processes are gone
+  // A run whose process failed because a peer went away (memory only):
+  // decided half a lease later (ControlPlane::DecidePeerFailures).
+  int64_t peer_failure_generation = 0;  // 0: none
+  Time peer_failure_at;
+  std::string peer_failure_why;
 };
 
 struct JobEvent {
@@ -283,6 +288,10 @@ class ControlPlane {
                 store::Txn& txn);
   void ApplyDecision(const sched::Decision& d, Time now, store::Txn& txn);
   void ExpireLeases(Time now, store::Txn& txn);
+  Status FailRunLocked(JobRecord& job, const std::string& why, const std::string& event, Time now,
+                       store::Txn& txn);
+  bool PeerLostLocked(JobRecord& job, const std::string& why, const std::string& data, Time now);
+  void DecidePeerFailures(Time now, store::Txn& txn);
   // ExpireLeases' view of an outage (see ControlOptions::outage_grace).
   bool MostNodesSilent(Time now);
   void EnforceTimeLimits(Time now, store::Txn& txn);
@@ -304,6 +313,7 @@ class ControlPlane {
   bool dirty_ = true;
   bool outage_ = false;                 // MostNodesSilent at the last reconcile
   std::atomic<int64_t> live_nodes_{0};  // counted by MostNodesSilent
+  std::set<int64_t> peer_failures_;     // jobs with a peer_failure_generation
   std::unique_ptr<sched::Scheduler> sched_;
   std::map<int64_t, JobRecord> jobs_;
   std::set<int64_t> active_;  // not terminal

@@ -207,6 +207,89 @@ Result<JobRecord> ControlPlane::Cancel(int64_t id, const Scope& scope) {
   return copy;
 }
 
+// The job's own failure: restarted from its checkpoint after the backoff,
+// or Failed when its restarts are spent.
+Status ControlPlane::FailRunLocked(JobRecord& job, const std::string& why, const std::string& event,
+                                   Time now, Txn& txn) {
+  job.peer_failure_generation = 0;
+  if (job.restarts >= job.request.restart.max_restarts) {
+    return Finish(job, JobState::kFailed, "Failed",
+                  "failed after " + std::to_string(job.restarts) + " restarts: " + why, txn);
+  }
+  // Out of the scheduler until the backoff ends, then queued again with
+  // its first submit time (it keeps its place).
+  UNIPOOL_RETURN_IF_ERROR(sched_->Finish(JobId(job.id), now));
+  ++job.restarts;
+  // Doubled per restart, capped at a day (no overflow for any spec).
+  const int64_t base =
+      std::min<int64_t>(job.request.restart.backoff.value(), Seconds(86400).value());
+  const Duration backoff =
+      Duration(std::min<int64_t>(base << std::min(job.restarts - 1, 10), Seconds(86400).value()));
+  job.state = JobState::kPending;
+  job.retry_at = now + backoff;
+  backoff_.insert(job.id);
+  Write(job, event,
+        why + "; restart " + std::to_string(job.restarts) + " of " +
+            std::to_string(job.request.restart.max_restarts) + " in " +
+            std::to_string(backoff.value() / 1000000000) + "s from its checkpoint",
+        txn);
+  return Status::Ok();
+}
+
+// A process of a gang on several nodes failed because a peer went away
+// (the agent read it in its log): if that peer's node is being lost, the
+// run ends as a disruption, not as the job's failure. The decision waits
+// half a lease (DecidePeerFailures); a failure of the job's own, from any
+// node, is charged at once meanwhile.
+bool ControlPlane::PeerLostLocked(JobRecord& job, const std::string& why, const std::string& data,
+                                  Time now) {
+  const Json d = Json::parse(data, nullptr, false);
+  if (!d.is_object() || !d.value("peerLost", false) || job.state != JobState::kRunning) {
+    return false;
+  }
+  std::set<std::string> nodes;
+  for (const TaskView& t : job.tasks) nodes.insert(t.node);
+  if (nodes.size() < 2) return false;
+  if (job.peer_failure_generation != job.generation) {
+    job.peer_failure_generation = job.generation;
+    job.peer_failure_at = now;
+    job.peer_failure_why = why;
+    peer_failures_.insert(job.id);
+  }
+  return true;
+}
+
+void ControlPlane::DecidePeerFailures(Time now, Txn& txn) {
+  for (auto it = peer_failures_.begin(); it != peer_failures_.end();) {
+    auto j = jobs_.find(*it);
+    if (j == jobs_.end()) {  // rebuilt from the store: memory-only state is gone
+      it = peer_failures_.erase(it);
+      continue;
+    }
+    JobRecord& job = j->second;
+    if (job.state != JobState::kRunning || job.generation != job.peer_failure_generation) {
+      it = peer_failures_.erase(it);  // decided otherwise: a disruption or another failure
+      continue;
+    }
+    const bool waiting = now - job.peer_failure_at < Duration(options_.node_lease.value() / 2) ||
+                         std::any_of(job.tasks.begin(), job.tasks.end(), [&](const TaskView& t) {
+                           auto n = topo_.FindNode(t.node);
+                           if (!n) return false;
+                           const NodeRecord& r = nodes_[n->value()];
+                           return !r.alive || r.not_responding;  // its lease decides
+                         });
+    if (waiting) {
+      ++it;
+      continue;
+    }
+    // Every node answers: no peer was lost to the cluster; the job failed.
+    it = peer_failures_.erase(it);
+    if (!FailRunLocked(job, job.peer_failure_why, "TaskFailed", now, txn).ok()) {
+      log_.Error("control", "cannot restart a failed job", {{"job", job.id}});
+    }
+  }
+}
+
 Status ControlPlane::Report(int64_t id, int64_t generation, const std::string& kind,
                             const std::string& why, const std::string& data,
                             const std::string& node) {
@@ -245,28 +328,10 @@ Status ControlPlane::Report(int64_t id, int64_t generation, const std::string& k
     if ((k == "failed" || k == "disrupted") && stopping) k = "stopped";
     if (k == "succeeded") {
       UNIPOOL_RETURN_IF_ERROR(Finish(job, JobState::kSucceeded, "Succeeded", "succeeded", txn));
-    } else if (k == "failed" && job.restarts >= job.request.restart.max_restarts) {
-      UNIPOOL_RETURN_IF_ERROR(
-          Finish(job, JobState::kFailed, "Failed",
-                 "failed after " + std::to_string(job.restarts) + " restarts: " + why, txn));
+    } else if (k == "failed" && !hung && PeerLostLocked(job, why, data, now)) {
+      return Status::Ok();  // decided by the reconcile pass (DecidePeerFailures)
     } else if (k == "failed") {
-      // Out of the scheduler until the backoff ends, then queued again with
-      // its first submit time (it keeps its place).
-      UNIPOOL_RETURN_IF_ERROR(sched_->Finish(JobId(id), now));
-      ++job.restarts;
-      // Doubled per restart, capped at a day (no overflow for any spec).
-      const int64_t base =
-          std::min<int64_t>(job.request.restart.backoff.value(), Seconds(86400).value());
-      const Duration backoff = Duration(
-          std::min<int64_t>(base << std::min(job.restarts - 1, 10), Seconds(86400).value()));
-      job.state = JobState::kPending;
-      job.retry_at = now + backoff;
-      backoff_.insert(id);
-      Write(job, hung ? "Hung" : "TaskFailed",
-            why + "; restart " + std::to_string(job.restarts) + " of " +
-                std::to_string(job.request.restart.max_restarts) + " in " +
-                std::to_string(backoff.value() / 1000000000) + "s from its checkpoint",
-            txn);
+      UNIPOOL_RETURN_IF_ERROR(FailRunLocked(job, why, hung ? "Hung" : "TaskFailed", now, txn));
     } else if (k == "disrupted") {
       // Not the job's doing (its node's agent restarted, or fenced it): run
       // again at once, counted apart from maxRestarts.

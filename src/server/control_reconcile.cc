@@ -222,6 +222,7 @@ Status ControlPlane::Reconcile() {
     const Time now = Now();
     Txn txn;
     ExpireLeases(now, txn);
+    DecidePeerFailures(now, txn);
     EnforceTimeLimits(now, txn);
     RetryAfterBackoff(now, txn);
     const std::vector<sched::Decision> out = sched_->Schedule(now);
