@@ -423,11 +423,13 @@ void Agent::Reconcile(const Json& assignments) {
     for (const auto& [id, a] : want) known_jobs_.insert(id);
     for (const auto& [id, run] : runs_) known_jobs_.insert(id);
   }
-  // Runs the server no longer wants here (cancelled, ended, moved).
+  // Runs the server no longer wants here (cancelled, ended, moved, or
+  // one whose next run waits for this node: ClearingOf).
   for (auto& [id, run] : runs_) {
     auto w = want.find(id);
-    const bool gone =
-        w == want.end() || (*w->second)["generation"].get<int64_t>() != run->generation;
+    const bool gone = w == want.end() ||
+                      (*w->second)["generation"].get<int64_t>() != run->generation ||
+                      run->generation <= ClearingOf(*w->second);
     if (gone && !run->run.stopping()) {
       // A newer run exists: this one lost a peer (a node failed, a task
       // failed), so its collectives hang and no checkpoint will come; a
@@ -454,9 +456,37 @@ void Agent::Reconcile(const Json& assignments) {
       }
       continue;
     }
+    ConfirmGone(id, ClearingOf(*a));
+    // Held while a node of an earlier run has not confirmed its end.
+    const bool held = !a->value("clearing", Json::object()).empty();
     auto d = done_.find(id);
-    if (state == "Running" && (d == done_.end() || d->second != gen)) StartRun(*a);
+    if (state == "Running" && !held && (d == done_.end() || d->second != gen)) StartRun(*a);
   }
+  std::erase_if(gone_sent_, [&](const auto& e) { return !want.contains(e.first); });
+}
+
+// The run of the job up to which the server waits for this node to confirm
+// that its processes are gone; 0 when none.
+int64_t Agent::ClearingOf(const Json& assignment) const {
+  const Json c = assignment.value("clearing", Json::object());
+  return c.is_object() ? c.value(options_.node, int64_t{0}) : 0;
+}
+
+// Tells the server (once a second at most, until it stops asking) that
+// this node runs nothing of the job's runs up to `generation`. The job has
+// no run here: none was started, or it ended and was erased.
+void Agent::ConfirmGone(int64_t job, int64_t generation) {
+  if (generation <= 0) {
+    gone_sent_.erase(job);
+    return;
+  }
+  if (runs_.contains(job)) return;
+  auto [it, fresh] = gone_sent_.try_emplace(job, 0);
+  if (!fresh && SteadyMs() - it->second < 1000) return;
+  it->second = SteadyMs();
+  Report(job, generation, "gone",
+         "no process of run " + std::to_string(generation) + " or earlier is alive on " +
+             options_.node);
 }
 
 std::vector<ProcessSpec> Agent::Processes(const Json& a, LocalRun& run) const {
@@ -708,8 +738,8 @@ void Agent::RetryReports() {
 
 bool Agent::Report(int64_t job, int64_t generation, const std::string& kind, const std::string& msg,
                    const Json& data) {
-  const bool final =
-      kind == "succeeded" || kind == "failed" || kind == "stopped" || kind == "disrupted";
+  const bool final = kind == "succeeded" || kind == "failed" || kind == "stopped" ||
+                     kind == "disrupted" || kind == "hung";
   if (final) unacked_[job] = Pending{generation, kind, msg, data};
   auto c = Client(token_, 3);
   Json body{{"generation", generation}, {"kind", kind}, {"message", msg}};

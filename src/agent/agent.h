@@ -125,6 +125,8 @@ class Agent {
   // server for half a lease or more (asked now).
   int64_t CountSilentPeers();
   void Reconcile(const Json& assignments);
+  int64_t ClearingOf(const Json& assignment) const;
+  void ConfirmGone(int64_t job, int64_t generation);
   void StartRun(const Json& a);
   void Finish(int64_t job, LocalRun& run);
   void ForwardReports(int64_t job, LocalRun& run);
@@ -161,6 +163,7 @@ class Agent {
 
   std::map<int64_t, std::unique_ptr<LocalRun>> runs_;  // by job; main loop only
   std::map<int64_t, int64_t> done_;                    // job -> generation that ended here
+  std::map<int64_t, int64_t> gone_sent_;  // job -> when "gone" was last sent; main loop only
   struct Pending {
     int64_t generation;
     std::string kind, message;

@@ -102,6 +102,32 @@ TEST_F(AgentE2eTest, FourDisruptionsNeverOverlapAndAreNotTheJobsFailures) {
   }
 }
 
+// A rank fails on one node of a two-node gang while the other node's ranks
+// ignore SIGTERM (they live until their agent's SIGKILL, after the grace):
+// the next run starts only once every process of the failed one is gone,
+// on both nodes, wherever it is placed.
+TEST_F(AgentE2eTest, AGangRestartsOnlyAfterEveryOldProcessIsGone) {
+  for (const char* n : {"n0", "n1", "n2"}) StartAgent(n);
+  WaitNodesUp(3);
+  const std::string yaml =
+      "apiVersion: unipool/v1\nkind: Job\nmetadata: {name: linger}\nspec:\n"
+      "  command: [sh, -c, 'trap \"\" TERM; case $UNIPOOL_RESTART_COUNT in 0) if [ $RANK = 0 ]; "
+      "then sleep 1; exit 7; fi;; *) sleep 1; exit 0;; esac; exec sleep 6072']\n"
+      "  gpus: 4\n  gpusPerNode: 2\n  restartPolicy: {maxRestarts: 1, backoff: 100ms}\n";
+  const int64_t id = SubmitYaml(yaml);
+  ASSERT_GT(id, 0);
+  CopyMonitor monitor(id, Ckpt(id));
+  Json done = WaitFor(
+      id, [](const Json& j) { return j["state"] == "Succeeded"; }, 60, "succeeded");
+  monitor.Stop();
+  EXPECT_EQ(done["restarts"], 1) << done.dump();
+  EXPECT_EQ(monitor.overlaps(), 0)
+      << "samples with two live copies of a rank, of " << monitor.samples();
+  EXPECT_EQ(monitor.generations().size(), 2u);
+  EXPECT_EQ(WaitSleepers("6072", 0), 0) << "processes of the first run are still running";
+  if (HasFailure()) DumpLogs(id);
+}
+
 // The server and the agents with an outage grace far above the lease.
 class OutageE2eTest : public AgentE2eTest {
  protected:

@@ -93,6 +93,7 @@ void ControlPlane::RebuildLocked() {
   limits_.clear();
   timed_.clear();
   backoff_.clear();
+  clearing_.clear();
   node_tokens_.clear();
   nodes_ = InitialNodes();
   if (Status st = Recover(); !st.ok()) {
@@ -195,6 +196,7 @@ Status ControlPlane::Recover() {
     next_id_ = std::max(next_id_, job.id + 1);
     if (Terminal(job.state)) continue;
     Activate(job);
+    if (!job.clearing.empty()) clearing_.insert(job.id);
     Status st = RecoverJob(job);
     if (st.ok() && job.state != JobState::kPending) {
       ++restored;

@@ -67,11 +67,17 @@ struct JobRecord {
   Time retry_at;                        // pending after a failure: restarts at (backoff)
   std::string progress;                 // the job's last progress report (JSON object text)
   std::set<std::string> stopped_nodes;  // preempting: nodes whose processes are gone
+  // Nodes where an earlier run's processes (up to that generation) may
+  // still be alive: the job's next run is held until each node's agent
+  // confirms they are gone or the node is lost (and so fenced). Never two
+  // live copies of a rank.
+  std::map<std::string, int64_t> clearing;
   // A run whose process failed because a peer went away (memory only):
   // decided half a lease later (ControlPlane::DecidePeerFailures).
   int64_t peer_failure_generation = 0;  // 0: none
   Time peer_failure_at;
   std::string peer_failure_why;
+  std::string peer_failure_node;
 };
 
 struct JobEvent {
@@ -188,10 +194,13 @@ class ControlPlane {
   Result<JobRecord> Cancel(int64_t id, const Scope& scope);
 
   // ---- Reports from agents ------------------------------------------------
-  // kind: succeeded | failed | stopped | checkpoint. `generation` must be
-  // the job's current run (stale reports are refused: kFailedPrecondition).
-  // kind: succeeded | failed | stopped | checkpoint | progress. `data`: a
-  // progress report's metrics (a JSON object's text) or "".
+  // kind: succeeded | failed | hung | disrupted | stopped | checkpoint |
+  // progress | gone. `generation` must be the job's current run (stale
+  // reports are refused: kFailedPrecondition), except for "gone": `node`'s
+  // processes of the job's runs up to `generation` are dead. Any final
+  // report or "gone" from a node the job's next run waits for
+  // (JobRecord::clearing) releases that wait, even when it is refused.
+  // `data`: a progress report's metrics (a JSON object's text) or "".
   // `node`: the reporting agent's node ("" for an admin). A preempted job
   // is stopped once every node of it reported "stopped" (or an admin did).
   Status Report(int64_t id, int64_t generation, const std::string& kind, const std::string& why,
@@ -223,7 +232,8 @@ class ControlPlane {
                                                          int64_t* live) const;
   // Live nodes at the last reconcile (counted with an outage grace only).
   int64_t LiveNodes() const { return live_nodes_.load(); }
-  // Running jobs with tasks on `name`.
+  // Running jobs with tasks on `name`, and jobs waiting for `name` to
+  // confirm that an earlier run's processes are gone (JobRecord::clearing).
   std::vector<JobRecord> Assignments(const std::string& name) const;
   // Job ids with tasks on `name` (scoped).
   std::vector<int64_t> JobsOn(const std::string& name, const Scope& scope) const;
@@ -288,9 +298,24 @@ class ControlPlane {
                 store::Txn& txn);
   void ApplyDecision(const sched::Decision& d, Time now, store::Txn& txn);
   void ExpireLeases(Time now, store::Txn& txn);
-  Status FailRunLocked(JobRecord& job, const std::string& why, const std::string& event, Time now,
-                       store::Txn& txn);
-  bool PeerLostLocked(JobRecord& job, const std::string& why, const std::string& data, Time now);
+  // The job's own failure, reported from `node` ("" when none): restarted
+  // after its backoff, or Failed when its restarts are spent.
+  Status FailRunLocked(JobRecord& job, const std::string& node, const std::string& why,
+                       const std::string& event, Time now, store::Txn& txn);
+  // The job's current run ends while its processes may live on: every node
+  // of it but `confirmed` (whose agent reported the end) and nodes already
+  // lost goes into job.clearing.
+  void AwaitOldRun(JobRecord& job, const std::string& confirmed);
+  // Report's work for the job's current run (REQUIRES: mu_).
+  Status ApplyReportLocked(JobRecord& job, const std::string& kind, const std::string& why,
+                           const std::string& data, const std::string& node, store::Txn& txn);
+  // `node` says its processes of the job's runs up to `generation` are
+  // gone; true when that cleared an entry of job.clearing.
+  bool ClearOldRun(JobRecord& job, const std::string& node, int64_t generation);
+  // A lost node is fenced: it clears every job's wait for it.
+  void ClearLostNode(const std::string& node, store::Txn& txn);
+  bool PeerLostLocked(JobRecord& job, const std::string& node, const std::string& why,
+                      const std::string& data, Time now);
   void DecidePeerFailures(Time now, store::Txn& txn);
   // ExpireLeases' view of an outage (see ControlOptions::outage_grace).
   bool MostNodesSilent(Time now);
@@ -314,6 +339,7 @@ class ControlPlane {
   bool outage_ = false;                 // MostNodesSilent at the last reconcile
   std::atomic<int64_t> live_nodes_{0};  // counted by MostNodesSilent
   std::set<int64_t> peer_failures_;     // jobs with a peer_failure_generation
+  std::set<int64_t> clearing_;          // active jobs with a non-empty JobRecord::clearing
   std::unique_ptr<sched::Scheduler> sched_;
   std::map<int64_t, JobRecord> jobs_;
   std::set<int64_t> active_;  // not terminal

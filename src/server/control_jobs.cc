@@ -21,6 +21,35 @@ void ControlPlane::Activate(const JobRecord& job) {
 
 void ControlPlane::Deactivate(const JobRecord& job) {
   if (active_.erase(job.id) > 0) --active_by_queue_[job.request.queue];
+  clearing_.erase(job.id);  // it runs no more: nothing to wait for
+}
+
+void ControlPlane::AwaitOldRun(JobRecord& job, const std::string& confirmed) {
+  for (const TaskView& t : job.tasks) {
+    if (t.node == confirmed || job.stopped_nodes.contains(t.node)) continue;
+    auto n = topo_.FindNode(t.node);
+    if (!n || !nodes_[n->value()].alive) continue;  // lost: fenced by its lease
+    int64_t& g = job.clearing[t.node];
+    g = std::max(g, job.generation);
+  }
+  if (!job.clearing.empty()) clearing_.insert(job.id);
+}
+
+bool ControlPlane::ClearOldRun(JobRecord& job, const std::string& node, int64_t generation) {
+  auto it = job.clearing.find(node);
+  if (it == job.clearing.end() || it->second > generation) return false;
+  job.clearing.erase(it);
+  if (job.clearing.empty()) clearing_.erase(job.id);
+  return true;
+}
+
+void ControlPlane::ClearLostNode(const std::string& node, Txn& txn) {
+  for (auto it = clearing_.begin(); it != clearing_.end();) {
+    JobRecord& job = jobs_.at(*it++);  // (ClearOldRun may erase the current entry)
+    if (job.clearing.erase(node) == 0) continue;
+    if (job.clearing.empty()) clearing_.erase(job.id);
+    txn.Put(JobKey(job.id), JobToJson(job).dump());
+  }
 }
 
 Status ControlPlane::CheckLimits(const std::string& queue, const std::string& owner,
@@ -209,8 +238,8 @@ Result<JobRecord> ControlPlane::Cancel(int64_t id, const Scope& scope) {
 
 // The job's own failure: restarted from its checkpoint after the backoff,
 // or Failed when its restarts are spent.
-Status ControlPlane::FailRunLocked(JobRecord& job, const std::string& why, const std::string& event,
-                                   Time now, Txn& txn) {
+Status ControlPlane::FailRunLocked(JobRecord& job, const std::string& node, const std::string& why,
+                                   const std::string& event, Time now, Txn& txn) {
   job.peer_failure_generation = 0;
   if (job.restarts >= job.request.restart.max_restarts) {
     return Finish(job, JobState::kFailed, "Failed",
@@ -219,6 +248,7 @@ Status ControlPlane::FailRunLocked(JobRecord& job, const std::string& why, const
   // Out of the scheduler until the backoff ends, then queued again with
   // its first submit time (it keeps its place).
   UNIPOOL_RETURN_IF_ERROR(sched_->Finish(JobId(job.id), now));
+  AwaitOldRun(job, node);
   ++job.restarts;
   // Doubled per restart, capped at a day (no overflow for any spec).
   const int64_t base =
@@ -241,8 +271,8 @@ Status ControlPlane::FailRunLocked(JobRecord& job, const std::string& why, const
 // run ends as a disruption, not as the job's failure. The decision waits
 // half a lease (DecidePeerFailures); a failure of the job's own, from any
 // node, is charged at once meanwhile.
-bool ControlPlane::PeerLostLocked(JobRecord& job, const std::string& why, const std::string& data,
-                                  Time now) {
+bool ControlPlane::PeerLostLocked(JobRecord& job, const std::string& node, const std::string& why,
+                                  const std::string& data, Time now) {
   const Json d = Json::parse(data, nullptr, false);
   if (!d.is_object() || !d.value("peerLost", false) || job.state != JobState::kRunning) {
     return false;
@@ -254,6 +284,7 @@ bool ControlPlane::PeerLostLocked(JobRecord& job, const std::string& why, const 
     job.peer_failure_generation = job.generation;
     job.peer_failure_at = now;
     job.peer_failure_why = why;
+    job.peer_failure_node = node;
     peer_failures_.insert(job.id);
   }
   return true;
@@ -284,101 +315,124 @@ void ControlPlane::DecidePeerFailures(Time now, Txn& txn) {
     }
     // Every node answers: no peer was lost to the cluster; the job failed.
     it = peer_failures_.erase(it);
-    if (!FailRunLocked(job, job.peer_failure_why, "TaskFailed", now, txn).ok()) {
+    if (!FailRunLocked(job, job.peer_failure_node, job.peer_failure_why, "TaskFailed", now, txn)
+             .ok()) {
       log_.Error("control", "cannot restart a failed job", {{"job", job.id}});
     }
   }
+}
+
+// A report of the job's current run; the changes go into `txn`.
+Status ControlPlane::ApplyReportLocked(JobRecord& job, const std::string& kind,
+                                       const std::string& why, const std::string& data,
+                                       const std::string& node, Txn& txn) {
+  const Time now = Now();
+  const int64_t id = job.id;
+  if (kind == "progress") {
+    job.progress = data;  // memory only: the next write of the record keeps it
+    return Status::Ok();
+  }
+  dirty_ = true;
+  // A rank that dies because its peers stopped for a preemption is not a
+  // failure of the job: count it as that node having stopped.
+  const bool stopping = job.state == JobState::kPreempting;
+  // Hung (no progress for spec.progressTimeout): the job's own failure,
+  // under an event of its own.
+  const bool hung = kind == "hung";
+  std::string k = hung ? "failed" : kind;
+  if ((k == "failed" || k == "disrupted") && stopping) k = "stopped";
+  if (k == "succeeded") {
+    UNIPOOL_RETURN_IF_ERROR(Finish(job, JobState::kSucceeded, "Succeeded", "succeeded", txn));
+  } else if (k == "failed" && !hung && PeerLostLocked(job, node, why, data, now)) {
+    // Decided by the reconcile pass (DecidePeerFailures).
+  } else if (k == "failed") {
+    UNIPOOL_RETURN_IF_ERROR(FailRunLocked(job, node, why, hung ? "Hung" : "TaskFailed", now, txn));
+  } else if (k == "disrupted") {
+    // Not the job's doing (its node's agent restarted, or fenced it): run
+    // again at once, counted apart from maxRestarts.
+    UNIPOOL_RETURN_IF_ERROR(sched_->Finish(JobId(id), now));
+    AwaitOldRun(job, node);
+    ++job.disruptions;
+    job.state = JobState::kPending;
+    job.retry_at = now;
+    backoff_.insert(id);
+    Write(job, "Disrupted", why + "; runs again from its checkpoint (not counted as a failure)",
+          txn);
+  } else if (k == "stopped") {
+    if (job.state != JobState::kPreempting) {
+      return FailedPrecondition("job " + std::to_string(id) + " was not asked to stop");
+    }
+    if (!node.empty()) {
+      job.stopped_nodes.insert(node);
+      const bool all = std::all_of(job.tasks.begin(), job.tasks.end(), [&](const TaskView& t) {
+        return job.stopped_nodes.contains(t.node);
+      });
+      if (!all) {  // the others are still stopping: remember this one durably
+        txn.Put(JobKey(job.id), JobToJson(job).dump());
+      }
+    }
+    if (txn.ops.empty()) {
+      UNIPOOL_RETURN_IF_ERROR(sched_->Stopped(JobId(id), now));
+      job.state = JobState::kPending;
+      job.tasks.clear();
+      job.stopped_nodes.clear();
+      Write(job, "Stopped",
+            "stopped; resumes from its checkpoint of " + FormatTime(job.last_checkpoint), txn);
+    }
+  } else if (k == "checkpoint") {
+    UNIPOOL_RETURN_IF_ERROR(sched_->Checkpointed(JobId(id), now));
+    job.last_checkpoint = now;
+    Write(job, "Checkpointed", "checkpoint written" + (why.empty() ? "" : ": " + why), txn);
+  } else {
+    return InvalidArgument("kind: expected succeeded, failed, stopped or checkpoint, got '" + kind +
+                           "'");
+  }
+  return Status::Ok();
 }
 
 Status ControlPlane::Report(int64_t id, int64_t generation, const std::string& kind,
                             const std::string& why, const std::string& data,
                             const std::string& node) {
   if (kind != "succeeded" && kind != "failed" && kind != "hung" && kind != "disrupted" &&
-      kind != "stopped" && kind != "checkpoint" && kind != "progress") {
+      kind != "stopped" && kind != "checkpoint" && kind != "progress" && kind != "gone") {
     return InvalidArgument(
-        "kind: expected succeeded, failed, hung, disrupted, stopped, checkpoint or progress, got "
-        "'" +
+        "kind: expected succeeded, failed, hung, disrupted, stopped, checkpoint, progress or gone, "
+        "got '" +
         kind + "'");
   }
   int64_t rev = 0;
+  Status answer = Status::Ok();  // a stale run's report: refused, after what it cleared
   {
     std::lock_guard lock(mu_);
     UNIPOOL_RETURN_IF_ERROR(store_.Writable());  // read-only: change nothing
     auto it = jobs_.find(id);
     if (it == jobs_.end()) return NoSuchJob(id);
     JobRecord& job = it->second;
-    if (job.generation != generation || Terminal(job.state) || job.state == JobState::kPending) {
-      return FailedPrecondition("job " + std::to_string(id) + " run " + std::to_string(generation) +
-                                " is not current (run " + std::to_string(job.generation) + ", " +
-                                JobStateName(job.state) + ")");
-    }
-    const Time now = Now();
+    // A node's end of a run (a final report of any run, or "gone": its
+    // processes of the runs up to `generation` are dead) may release the
+    // job's next run (AwaitOldRun).
+    const bool cleared = kind != "checkpoint" && kind != "progress" && !node.empty() &&
+                         !Terminal(job.state) && ClearOldRun(job, node, generation);
+    const bool current =
+        job.generation == generation && !Terminal(job.state) && job.state != JobState::kPending;
     Txn txn;
-    if (kind == "progress") {
-      job.progress = data;  // memory only: the next write of the record keeps it
-      return Status::Ok();
+    if (current && kind != "gone") {
+      UNIPOOL_RETURN_IF_ERROR(ApplyReportLocked(job, kind, why, data, node, txn));
+    } else if (kind != "gone") {
+      answer =
+          FailedPrecondition("job " + std::to_string(id) + " run " + std::to_string(generation) +
+                             " is not current (run " + std::to_string(job.generation) + ", " +
+                             JobStateName(job.state) + ")");
     }
-    // A rank that dies because its peers stopped for a preemption is not a
-    // failure of the job: count it as that node having stopped.
-    const bool stopping = job.state == JobState::kPreempting;
-    // Hung (no progress for spec.progressTimeout): the job's own failure,
-    // under an event of its own.
-    const bool hung = kind == "hung";
-    std::string k = hung ? "failed" : kind;
-    if ((k == "failed" || k == "disrupted") && stopping) k = "stopped";
-    if (k == "succeeded") {
-      UNIPOOL_RETURN_IF_ERROR(Finish(job, JobState::kSucceeded, "Succeeded", "succeeded", txn));
-    } else if (k == "failed" && !hung && PeerLostLocked(job, why, data, now)) {
-      return Status::Ok();  // decided by the reconcile pass (DecidePeerFailures)
-    } else if (k == "failed") {
-      UNIPOOL_RETURN_IF_ERROR(FailRunLocked(job, why, hung ? "Hung" : "TaskFailed", now, txn));
-    } else if (k == "disrupted") {
-      // Not the job's doing (its node's agent restarted, or fenced it): run
-      // again at once, counted apart from maxRestarts.
-      UNIPOOL_RETURN_IF_ERROR(sched_->Finish(JobId(id), now));
-      ++job.disruptions;
-      job.state = JobState::kPending;
-      job.retry_at = now;
-      backoff_.insert(id);
-      Write(job, "Disrupted", why + "; runs again from its checkpoint (not counted as a failure)",
-            txn);
-    } else if (k == "stopped") {
-      if (job.state != JobState::kPreempting) {
-        return FailedPrecondition("job " + std::to_string(id) + " was not asked to stop");
-      }
-      if (!node.empty()) {
-        job.stopped_nodes.insert(node);
-        const bool all = std::all_of(job.tasks.begin(), job.tasks.end(), [&](const TaskView& t) {
-          return job.stopped_nodes.contains(t.node);
-        });
-        if (!all) {  // the others are still stopping: remember this one durably
-          txn.Put(JobKey(job.id), JobToJson(job).dump());
-        }
-      }
-      if (txn.ops.empty()) {
-        UNIPOOL_RETURN_IF_ERROR(sched_->Stopped(JobId(id), now));
-        job.state = JobState::kPending;
-        job.tasks.clear();
-        job.stopped_nodes.clear();
-        Write(job, "Stopped",
-              "stopped; resumes from its checkpoint of " + FormatTime(job.last_checkpoint), txn);
-      }
-    } else if (k == "checkpoint") {
-      UNIPOOL_RETURN_IF_ERROR(sched_->Checkpointed(JobId(id), now));
-      job.last_checkpoint = now;
-      Write(job, "Checkpointed", "checkpoint written" + (why.empty() ? "" : ": " + why), txn);
-    } else {
-      return InvalidArgument("kind: expected succeeded, failed, stopped or checkpoint, got '" +
-                             kind + "'");
-    }
-    dirty_ = true;  // (progress returned early; the kinds were checked on entry)
-    if (txn.ops.empty()) return Status::Ok();
+    if (cleared && txn.ops.empty()) txn.Put(JobKey(job.id), JobToJson(job).dump());
+    if (txn.ops.empty()) return answer;
     Result<int64_t> r = ApplyLocked(txn);
     if (!r.ok()) return r.status();
     rev = *r;
   }
   work_.notify_one();
-  return SyncOrRebuild(rev);
+  UNIPOOL_RETURN_IF_ERROR(SyncOrRebuild(rev));
+  return answer;
 }
 
 }  // namespace unipool::server

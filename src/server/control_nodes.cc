@@ -174,7 +174,15 @@ std::vector<JobRecord> ControlPlane::Assignments(const std::string& name) const 
   std::vector<JobRecord> out;
   auto id = topo_.FindNode(name);
   if (!id) return out;
-  for (JobId j : sched_->JobsOn(*id)) out.push_back(jobs_.at(j.value()));
+  std::set<int64_t> seen;
+  for (JobId j : sched_->JobsOn(*id)) {
+    out.push_back(jobs_.at(j.value()));
+    seen.insert(j.value());
+  }
+  for (int64_t j : clearing_) {
+    const JobRecord& job = jobs_.at(j);
+    if (job.clearing.contains(name) && !seen.contains(j)) out.push_back(job);
+  }
   std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.id < b.id; });
   return out;
 }

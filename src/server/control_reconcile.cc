@@ -89,6 +89,7 @@ void ControlPlane::ExpireLeases(Time now, Txn& txn) {
     n.not_responding = false;
     SetSchedNodeState(n, now);
     WriteNode(n, txn);
+    ClearLostNode(n.name, txn);  // its watchdog fenced it a third of a lease ago
     metrics_.Add("unipool_node_failures_total", {{"partition", n.partition}});
     log_.Warn("control", "node lease expired", {{"node", n.name}});
   }
@@ -164,6 +165,7 @@ void ControlPlane::ApplyDecision(const sched::Decision& d, Time now, Txn& txn) {
             if (job.request.time_limit.value() > 0) timed_.insert(job.id);
             Write(job, "Started", DescribePlacement(topo_, x.placement), txn);
           } else if constexpr (std::is_same_v<T, sched::ResizeJob>) {
+            AwaitOldRun(job, "");
             job.tasks = ToTasks(x.placement);
             ++job.generation;
             Write(job, "Resized",
@@ -184,6 +186,7 @@ void ControlPlane::ApplyDecision(const sched::Decision& d, Time now, Txn& txn) {
             Write(job, "Preempted", why + "; checkpoint and stop by " + FormatTime(x.deadline),
                   txn);
           } else if constexpr (std::is_same_v<T, sched::RequeueJob>) {
+            AwaitOldRun(job, "");  // (a lost node is no longer alive: fenced)
             job.state = JobState::kPending;
             job.tasks.clear();
             job.lost_gpu_seconds += x.lost_gpu_seconds;

@@ -59,6 +59,7 @@ Json JobToJson(const JobRecord& job) {
               {"events", job.events},
               {"tasks", tasks},
               {"stoppedNodes", job.stopped_nodes},
+              {"clearing", job.clearing},
               {"spec", io::JobRequestToJson(job.request)}};
 }
 
@@ -107,6 +108,15 @@ Result<JobRecord> JobFromJson(const Json& j) {
     if (j.contains("progress") && j["progress"].is_object()) job.progress = j["progress"].dump();
     if (j.contains("stoppedNodes")) {
       for (const Json& n : j.at("stoppedNodes")) job.stopped_nodes.insert(n.get<std::string>());
+    }
+    if (j.contains("clearing")) {  // absent in records written before it existed
+      for (const auto& [node, g] : j.at("clearing").items()) {
+        if (!g.is_number_integer() || g.get<int64_t>() < 1 || g.get<int64_t>() > job.generation) {
+          return InvalidArgument("job.clearing." + node + ": " + g.dump() +
+                                 " is not a run of the job (1 to its generation)");
+        }
+        job.clearing[node] = g.get<int64_t>();
+      }
     }
     for (const Json& t : j.at("tasks")) {
       TaskView view{t.at("node").get<std::string>(), {}};
