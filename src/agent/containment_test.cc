@@ -18,7 +18,10 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-// Pids of live (not zombie) processes whose command line has `marker`.
+// Pids of live (not zombie) `sleep MARKER` processes. Only the sleep
+// itself: the shell and the setsid or env on the way to it also carry the
+// marker, but each only until its exec, and a scan that meets one of them
+// mid-exec (an empty command line) would see none of them.
 std::vector<pid_t> Find(const std::string& marker) {
   std::vector<pid_t> out;
   for (const auto& e : fs::directory_iterator("/proc")) {
@@ -27,7 +30,9 @@ std::vector<pid_t> Find(const std::string& marker) {
     std::stringstream cmd, stat;
     cmd << std::ifstream(e.path() / "cmdline").rdbuf();
     stat << std::ifstream(e.path() / "stat").rdbuf();
-    if (cmd.str().find(marker) != std::string::npos &&
+    std::vector<std::string> argv;
+    for (std::string arg; std::getline(cmd, arg, '\0');) argv.push_back(arg);
+    if (argv.size() == 2 && fs::path(argv[0]).filename() == "sleep" && argv[1] == marker &&
         stat.str().find(") Z ") == std::string::npos) {
       out.push_back(std::stoi(name));
     }
