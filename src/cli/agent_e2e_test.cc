@@ -226,6 +226,80 @@ TEST_F(AgentE2eTest, OneRankFailingFailsTheWholeGang) {
   EXPECT_EQ(WaitSleepers("6071", 0), 0) << "processes of the failed gang are still running";
 }
 
+// Every way a run is stopped ends it once and leaves no process behind, its
+// daemons (setsid, out of the process group) included: a failure and the
+// restart, a drain (preempted, resumed on the other node), a cancel and a
+// time limit.
+TEST_F(AgentE2eTest, EveryStopPathEndsTheRunOnceAndLeavesNothing) {
+  StartAgent("n0");
+  StartAgent("n1");
+  WaitNodesUp(2);
+  auto submit = [&](const std::string& name, const std::string& script, const std::string& extra) {
+    return SubmitYaml("apiVersion: unipool/v1\nkind: Job\nmetadata: {name: " + name +
+                      "}\nspec:\n  command: [sh, -c, '" + script + "']\n  gpus: 1\n" + extra);
+  };
+  auto count = [&](int64_t id, const std::string& type) {
+    const std::vector<std::string> t = EventTypes(id);
+    return std::count(t.begin(), t.end(), type);
+  };
+  auto run = [](int64_t generation) {
+    return [generation](const Json& j) {
+      return j["state"] == "Running" && j["generation"] == generation;
+    };
+  };
+  // 1. A failure: the first run exits 3, its daemon goes with it; run 2.
+  const int64_t failing = submit(
+      "failing",
+      "setsid sleep 6081 & [ $UNIPOOL_RESTART_COUNT = 0 ] && sleep 1 && exit 3; exec sleep 6082",
+      "  restartPolicy: {maxRestarts: 1, backoff: 100ms}\n");
+  ASSERT_GT(failing, 0);
+  WaitFor(failing, run(2), 30, "ran again after its failure");
+  EXPECT_EQ(WaitSleepers("6082", 1), 1);
+  EXPECT_EQ(WaitSleepers("6081", 1), 1) << "the failed run's daemon outlived it";
+  EXPECT_EQ(count(failing, "TaskFailed"), 1);
+  // 2. A drain: preempted with the queue's grace, stopped once, resumed on
+  // the other node; the first run's daemon is gone.
+  const int64_t drained = submit("drained", "setsid sleep 6083 & exec sleep 6084", "");
+  ASSERT_GT(drained, 0);
+  const Json first = WaitFor(drained, run(1), 30, "ran");
+  EXPECT_EQ(WaitSleepers("6083", 1), 1);
+  const std::string node = first["tasks"][0]["node"];
+  ASSERT_EQ(server_.Call("POST", "/v1/nodes/" + node + "/drain", "admin").status, 200);
+  const Json second = WaitFor(drained, run(2), 30, "resumed elsewhere");
+  EXPECT_NE(second["tasks"][0]["node"], node);
+  EXPECT_EQ(WaitSleepers("6084", 1), 1);
+  EXPECT_EQ(WaitSleepers("6083", 1), 1) << "the stopped run's daemon outlived it";
+  EXPECT_EQ(count(drained, "Preempted"), 1);
+  EXPECT_EQ(count(drained, "Stopped"), 1);
+  ASSERT_EQ(server_.Call("POST", "/v1/nodes/" + node + "/uncordon", "admin").status, 200);
+  // 3. A cancel of each: Cancelled once, nothing left.
+  for (int64_t id : {failing, drained}) {
+    ASSERT_EQ(server_.Call("POST", "/v1/jobs/" + std::to_string(id) + "/cancel", "admin").status,
+              200);
+    WaitFor(
+        id, [](const Json& j) { return j["state"] == "Cancelled"; }, 10, "cancelled");
+    EXPECT_EQ(count(id, "Cancelled"), 1);
+  }
+  for (const char* s : {"6081", "6082", "6083", "6084"}) {
+    EXPECT_EQ(WaitSleepers(s, 0), 0) << "sleep " << s << " outlived its cancelled job";
+  }
+  // 4. A time limit: Failed once (event TimeLimit), not restarted, nothing left.
+  const int64_t timed = submit("timed", "setsid sleep 6085 & exec sleep 6086",
+                               "  timeLimit: 2s\n  restartPolicy: {maxRestarts: 3}\n");
+  ASSERT_GT(timed, 0);
+  const Json over = WaitFor(
+      timed, [](const Json& j) { return j["state"] == "Failed"; }, 30, "ran past its limit");
+  EXPECT_EQ(over["generation"], 1) << over.dump();
+  EXPECT_EQ(count(timed, "TimeLimit"), 1);
+  EXPECT_EQ(count(timed, "Failed"), 0) << "one terminal event";
+  for (const char* s : {"6085", "6086"}) {
+    EXPECT_EQ(WaitSleepers(s, 0), 0) << "sleep " << s << " outlived its time limit";
+  }
+  if (HasFailure()) {
+    for (int64_t id : {failing, drained, timed}) DumpLogs(id);
+  }
+}
+
 }  // namespace
 }  // namespace unipool::testing
 
