@@ -67,9 +67,8 @@ std::string ExitInfo::Describe() const {
 }
 
 bool PeerLost(const std::string& tail) {
-  for (const char* needle :
-       {"Connection closed by peer", "Connection reset by peer", "ncclRemoteError",
-        "remote process exited", "Socket Timeout", "Broken pipe"}) {
+  for (const char* needle : {"Connection closed by peer", "Connection reset by peer",
+                             "ncclRemoteError", "remote process exited", "Socket Timeout"}) {
     if (tail.find(needle) != std::string::npos) return true;
   }
   return false;

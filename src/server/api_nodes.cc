@@ -186,6 +186,8 @@ void ApiServer::Assignments(Call& c) {
         for (const Json& t : obj.value("tasks", Json::array())) {
           mine = mine || t.value("node", "") == node;
         }
+        const Json clearing = obj.value("clearing", Json::object());
+        mine = mine || (clearing.is_object() && clearing.contains(node));
       }
     }
     rev = std::max(since, rev);

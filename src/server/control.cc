@@ -94,6 +94,7 @@ void ControlPlane::RebuildLocked() {
   timed_.clear();
   backoff_.clear();
   clearing_.clear();
+  peer_failures_.clear();
   node_tokens_.clear();
   nodes_ = InitialNodes();
   if (Status st = Recover(); !st.ok()) {
@@ -197,6 +198,10 @@ Status ControlPlane::Recover() {
     if (Terminal(job.state)) continue;
     Activate(job);
     if (!job.clearing.empty()) clearing_.insert(job.id);
+    if (job.peer_failure_generation > 0) {  // decided half a lease from now
+      job.peer_failure_at = now;
+      peer_failures_.insert(job.id);
+    }
     Status st = RecoverJob(job);
     if (st.ok() && job.state != JobState::kPending) {
       ++restored;
@@ -247,6 +252,13 @@ Status ControlPlane::RecoverJob(JobRecord& job) {
       st = sched_->RestorePreempting(sched::JobId(job.id), job.preempt_deadline);
     }
     if (st.ok()) return st;
+    // Its processes may run on: the next run waits for every node of this
+    // one (liveness is not known yet; a lost node is swept later).
+    for (const TaskView& t : job.tasks) {
+      int64_t& g = job.clearing[t.node];
+      g = std::max(g, job.generation);
+    }
+    if (!job.clearing.empty()) clearing_.insert(job.id);
     job.state = JobState::kPending;
     job.tasks.clear();
   }

@@ -72,8 +72,8 @@ struct JobRecord {
   // confirms they are gone or the node is lost (and so fenced). Never two
   // live copies of a rank.
   std::map<std::string, int64_t> clearing;
-  // A run whose process failed because a peer went away (memory only):
-  // decided half a lease later (ControlPlane::DecidePeerFailures).
+  // A run whose process failed because a peer went away (stored; the time
+  // in memory): decided half a lease later (ControlPlane::DecidePeerFailures).
   int64_t peer_failure_generation = 0;  // 0: none
   Time peer_failure_at;
   std::string peer_failure_why;
@@ -297,6 +297,7 @@ class ControlPlane {
   Status Finish(JobRecord& job, JobState state, const std::string& type, const std::string& message,
                 store::Txn& txn);
   void ApplyDecision(const sched::Decision& d, Time now, store::Txn& txn);
+  void StopHeldRun(JobRecord& job, const sched::PreemptJob& x, Time now, store::Txn& txn);
   void ExpireLeases(Time now, store::Txn& txn);
   // The job's own failure, reported from `node` ("" when none): restarted
   // after its backoff, or Failed when its restarts are spent.
@@ -312,8 +313,12 @@ class ControlPlane {
   // `node` says its processes of the job's runs up to `generation` are
   // gone; true when that cleared an entry of job.clearing.
   bool ClearOldRun(JobRecord& job, const std::string& node, int64_t generation);
-  // A lost node is fenced: it clears every job's wait for it.
-  void ClearLostNode(const std::string& node, store::Txn& txn);
+  bool ReleasedBy(JobRecord& job, const std::string& kind, int64_t generation,
+                  const std::string& node);
+  // A lost node is fenced, and a node gone from the cluster file has no
+  // agent: each reconcile pass drops them from every job's clearing (also
+  // after a failed write rebuilt the jobs from the store).
+  void ReleaseLostNodes(store::Txn& txn);
   bool PeerLostLocked(JobRecord& job, const std::string& node, const std::string& why,
                       const std::string& data, Time now);
   void DecidePeerFailures(Time now, store::Txn& txn);

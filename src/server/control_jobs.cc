@@ -25,6 +25,7 @@ void ControlPlane::Deactivate(const JobRecord& job) {
 }
 
 void ControlPlane::AwaitOldRun(JobRecord& job, const std::string& confirmed) {
+  if (options_.assume_nodes_up) return;  // no agents: the reports are all there is
   for (const TaskView& t : job.tasks) {
     if (t.node == confirmed || job.stopped_nodes.contains(t.node)) continue;
     auto n = topo_.FindNode(t.node);
@@ -43,10 +44,15 @@ bool ControlPlane::ClearOldRun(JobRecord& job, const std::string& node, int64_t 
   return true;
 }
 
-void ControlPlane::ClearLostNode(const std::string& node, Txn& txn) {
+void ControlPlane::ReleaseLostNodes(Txn& txn) {
   for (auto it = clearing_.begin(); it != clearing_.end();) {
-    JobRecord& job = jobs_.at(*it++);  // (ClearOldRun may erase the current entry)
-    if (job.clearing.erase(node) == 0) continue;
+    JobRecord& job = jobs_.at(*it++);  // (advanced first: the entry may be erased)
+    const size_t before = job.clearing.size();
+    std::erase_if(job.clearing, [&](const auto& e) {
+      auto n = topo_.FindNode(e.first);
+      return !n || !nodes_[n->value()].alive;  // lost (fenced), or gone from the cluster
+    });
+    if (job.clearing.size() == before) continue;
     if (job.clearing.empty()) clearing_.erase(job.id);
     txn.Put(JobKey(job.id), JobToJson(job).dump());
   }
@@ -203,6 +209,7 @@ Status ControlPlane::Finish(JobRecord& job, JobState state, const std::string& t
   }
   job.state = state;
   job.finished = Now();
+  job.clearing.clear();  // it runs no more: nothing waits
   Deactivate(job);
   Write(job, type, message, txn);
   metrics_.Add("unipool_jobs_finished_total",
@@ -344,7 +351,9 @@ Status ControlPlane::ApplyReportLocked(JobRecord& job, const std::string& kind,
   if (k == "succeeded") {
     UNIPOOL_RETURN_IF_ERROR(Finish(job, JobState::kSucceeded, "Succeeded", "succeeded", txn));
   } else if (k == "failed" && !hung && PeerLostLocked(job, node, why, data, now)) {
-    // Decided by the reconcile pass (DecidePeerFailures).
+    // Decided by the reconcile pass (DecidePeerFailures); stored first, so
+    // a restart of the server decides it too.
+    txn.Put(JobKey(job.id), JobToJson(job).dump());
   } else if (k == "failed") {
     UNIPOOL_RETURN_IF_ERROR(FailRunLocked(job, node, why, hung ? "Hung" : "TaskFailed", now, txn));
   } else if (k == "disrupted") {
@@ -373,6 +382,7 @@ Status ControlPlane::ApplyReportLocked(JobRecord& job, const std::string& kind,
     }
     if (txn.ops.empty()) {
       UNIPOOL_RETURN_IF_ERROR(sched_->Stopped(JobId(id), now));
+      AwaitOldRun(job, node);  // an admin's word for the nodes: they still confirm
       job.state = JobState::kPending;
       job.tasks.clear();
       job.stopped_nodes.clear();
@@ -401,28 +411,33 @@ Status ControlPlane::Report(int64_t id, int64_t generation, const std::string& k
         kind + "'");
   }
   int64_t rev = 0;
-  Status answer = Status::Ok();  // a stale run's report: refused, after what it cleared
+  Status answer = Status::Ok();  // refused, after what the report released
   {
     std::lock_guard lock(mu_);
     UNIPOOL_RETURN_IF_ERROR(store_.Writable());  // read-only: change nothing
     auto it = jobs_.find(id);
     if (it == jobs_.end()) return NoSuchJob(id);
     JobRecord& job = it->second;
-    // A node's end of a run (a final report of any run, or "gone": its
-    // processes of the runs up to `generation` are dead) may release the
-    // job's next run (AwaitOldRun).
-    const bool cleared = kind != "checkpoint" && kind != "progress" && !node.empty() &&
-                         !Terminal(job.state) && ClearOldRun(job, node, generation);
     const bool current =
         job.generation == generation && !Terminal(job.state) && job.state != JobState::kPending;
+    const bool in_run =
+        node.empty() || std::any_of(job.tasks.begin(), job.tasks.end(),
+                                    [&](const TaskView& t) { return t.node == node; });
+    const bool cleared = ReleasedBy(job, kind, generation, node);
     Txn txn;
-    if (current && kind != "gone") {
-      UNIPOOL_RETURN_IF_ERROR(ApplyReportLocked(job, kind, why, data, node, txn));
-    } else if (kind != "gone") {
+    if (kind == "gone") {
+      // Only a release (above).
+    } else if (!current) {
       answer =
           FailedPrecondition("job " + std::to_string(id) + " run " + std::to_string(generation) +
                              " is not current (run " + std::to_string(job.generation) + ", " +
                              JobStateName(job.state) + ")");
+    } else if (!in_run) {
+      answer = PermissionDenied("job " + std::to_string(id) + " run " + std::to_string(generation) +
+                                " has no task on node " + node);
+    } else {
+      answer = ApplyReportLocked(job, kind, why, data, node, txn);
+      if (!answer.ok()) txn = Txn();  // nothing of it, but what was released
     }
     if (cleared && txn.ops.empty()) txn.Put(JobKey(job.id), JobToJson(job).dump());
     if (txn.ops.empty()) return answer;
@@ -433,6 +448,24 @@ Status ControlPlane::Report(int64_t id, int64_t generation, const std::string& k
   work_.notify_one();
   UNIPOOL_RETURN_IF_ERROR(SyncOrRebuild(rev));
   return answer;
+}
+
+// A node's end of a run (a final report of any run, or "gone": none of its
+// processes of the runs up to `generation` is alive) releases the node from
+// the job's clearing; an admin's "gone" releases every node. True when it
+// released one.
+bool ControlPlane::ReleasedBy(JobRecord& job, const std::string& kind, int64_t generation,
+                              const std::string& node) {
+  if (kind == "checkpoint" || kind == "progress" || Terminal(job.state) ||
+      generation > job.generation || job.clearing.empty()) {
+    return false;
+  }
+  if (!node.empty()) return ClearOldRun(job, node, generation);
+  if (kind != "gone") return false;
+  const size_t n =
+      std::erase_if(job.clearing, [&](const auto& e) { return e.second <= generation; });
+  if (job.clearing.empty()) clearing_.erase(job.id);
+  return n > 0;
 }
 
 }  // namespace unipool::server

@@ -89,7 +89,6 @@ void ControlPlane::ExpireLeases(Time now, Txn& txn) {
     n.not_responding = false;
     SetSchedNodeState(n, now);
     WriteNode(n, txn);
-    ClearLostNode(n.name, txn);  // its watchdog fenced it a third of a lease ago
     metrics_.Add("unipool_node_failures_total", {{"partition", n.partition}});
     log_.Warn("control", "node lease expired", {{"node", n.name}});
   }
@@ -139,6 +138,25 @@ void ControlPlane::RetryAfterBackoff(Time now, Txn& txn) {
   }
 }
 
+// A preempted run that was held (JobRecord::clearing) has no process to
+// stop: it is stopped at once, and the earlier run's nodes still confirm.
+void ControlPlane::StopHeldRun(JobRecord& job, const sched::PreemptJob& x, Time now, Txn& txn) {
+  ++job.preemptions;
+  metrics_.Add("unipool_preemptions_total", {{"queue", job.request.queue}});
+  if (Status st = sched_->Stopped(JobId(job.id), now); !st.ok()) {
+    log_.Error("control", "cannot stop a held run: " + st.message(), {{"job", job.id}});
+    return;
+  }
+  job.state = JobState::kPending;
+  job.tasks.clear();
+  job.stopped_nodes.clear();
+  const std::string why = x.for_job.value() >= 0
+                              ? "preempted for job " + std::to_string(x.for_job.value())
+                              : "its node is being drained";
+  Write(job, "Stopped", why + " before it started (it waited for its last run's nodes)", txn);
+  dirty_ = true;
+}
+
 void ControlPlane::ApplyDecision(const sched::Decision& d, Time now, Txn& txn) {
   std::visit(
       [&](const auto& x) {
@@ -173,6 +191,10 @@ void ControlPlane::ApplyDecision(const sched::Decision& d, Time now, Txn& txn) {
                       std::to_string(x.placement.gpus().value()) + " GPUs",
                   txn);
           } else if constexpr (std::is_same_v<T, sched::PreemptJob>) {
+            if (!job.clearing.empty()) {  // held: this run never started anywhere
+              StopHeldRun(job, x, now, txn);
+              return;
+            }
             job.state = JobState::kPreempting;
             job.preempt_deadline = x.deadline;
             ++job.preemptions;
@@ -225,6 +247,7 @@ Status ControlPlane::Reconcile() {
     const Time now = Now();
     Txn txn;
     ExpireLeases(now, txn);
+    ReleaseLostNodes(txn);
     DecidePeerFailures(now, txn);
     EnforceTimeLimits(now, txn);
     RetryAfterBackoff(now, txn);

@@ -60,6 +60,12 @@ Json JobToJson(const JobRecord& job) {
               {"tasks", tasks},
               {"stoppedNodes", job.stopped_nodes},
               {"clearing", job.clearing},
+              {"peerFailure",
+               job.peer_failure_generation == 0 || job.peer_failure_generation != job.generation
+                   ? Json(nullptr)
+                   : Json{{"generation", job.peer_failure_generation},
+                          {"node", job.peer_failure_node},
+                          {"message", job.peer_failure_why}}},
               {"spec", io::JobRequestToJson(job.request)}};
 }
 
@@ -110,6 +116,7 @@ Result<JobRecord> JobFromJson(const Json& j) {
       for (const Json& n : j.at("stoppedNodes")) job.stopped_nodes.insert(n.get<std::string>());
     }
     if (j.contains("clearing")) {  // absent in records written before it existed
+      if (!j["clearing"].is_object()) return InvalidArgument("job.clearing: expected an object");
       for (const auto& [node, g] : j.at("clearing").items()) {
         if (!g.is_number_integer() || g.get<int64_t>() < 1 || g.get<int64_t>() > job.generation) {
           return InvalidArgument("job.clearing." + node + ": " + g.dump() +
@@ -117,6 +124,16 @@ Result<JobRecord> JobFromJson(const Json& j) {
         }
         job.clearing[node] = g.get<int64_t>();
       }
+    }
+    if (j.contains("peerFailure") && !j["peerFailure"].is_null()) {
+      const Json& p = j["peerFailure"];
+      if (!p.is_object() || !p.value("generation", Json()).is_number_integer() ||
+          p["generation"].get<int64_t>() < 1 || p["generation"].get<int64_t>() > job.generation) {
+        return InvalidArgument("job.peerFailure: expected {generation, node, message} of a run");
+      }
+      job.peer_failure_generation = p["generation"].get<int64_t>();
+      job.peer_failure_node = p.at("node").get<std::string>();
+      job.peer_failure_why = p.at("message").get<std::string>();
     }
     for (const Json& t : j.at("tasks")) {
       TaskView view{t.at("node").get<std::string>(), {}};
