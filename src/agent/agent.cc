@@ -121,6 +121,7 @@ Agent::Agent(AgentOptions options, server::Logger& log) : options_(std::move(opt
 
 Agent::~Agent() {
   Stop();
+  quit_ = true;
   for (std::thread* t : {&http_thread_, &heartbeat_thread_, &watch_thread_, &health_thread_,
                          &fence_thread_, &evidence_thread_}) {
     if (t->joinable()) t->join();
@@ -260,7 +261,7 @@ void Agent::HeartbeatLoop() {
   auto c = Client(token_, 5);
   const int64_t period = options_.heartbeat.value() / 1000000;
   int64_t peers_ms = -1000000;
-  while (!stop_) {
+  while (!quit_) {
     const int64_t t0 = SteadyMs();
     // With an outage grace, the peers to ask are refreshed every 10 s.
     const bool peers = options_.outage_grace.value() > 0 && t0 - peers_ms >= 10000;
@@ -285,7 +286,7 @@ void Agent::HeartbeatLoop() {
           {{"node", options_.node},
            {"error", r ? "HTTP " + std::to_string(r->status) : httplib::to_string(r.error())}});
     }
-    while (!stop_ && SteadyMs() < t0 + period)
+    while (!quit_ && SteadyMs() < t0 + period)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
 }
@@ -389,15 +390,17 @@ void Agent::Run() {
       it = runs_.erase(it);
     }
   }
-  // Stopping on purpose: the agent stops its runs itself, with a grace the
-  // fence deadline must not cut short (the watchdog still acts if it dies).
-  if (watchdog_) watchdog_->SetDeadline(0);
+  // Stopping on purpose: the agent stops its runs itself, with a grace.
+  // Heartbeats and the fence deadline go on meanwhile: the server keeps the
+  // node's lease while the runs live, and when it cannot (cut off), the
+  // fence ends them before the lease does, grace or not.
   for (auto& [id, run] : runs_) run->run.Stop(5);
   for (auto& [id, run] : runs_) {
     while (!run->run.Poll()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     contain_->KillRun(id, run->generation);
   }
   runs_.clear();
+  quit_ = true;  // nothing runs: heartbeats and fencing may end
 }
 
 void Agent::Stop() {

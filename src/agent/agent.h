@@ -150,7 +150,8 @@ class Agent {
   std::thread http_thread_, heartbeat_thread_, watch_thread_, health_thread_, fence_thread_,
       evidence_thread_;
 
-  std::atomic<bool> stop_{false};
+  std::atomic<bool> stop_{false};            // Stop(): the main loop ends and stops the runs
+  std::atomic<bool> quit_{false};            // no run is left: heartbeats and fencing end
   httplib::Client* watch_client_ = nullptr;  // the long poll, cut short by Stop (mu_)
   std::atomic<int64_t> last_ok_ms_{0};       // last acknowledged heartbeat (steady clock)
   std::mutex mu_;

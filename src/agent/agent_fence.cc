@@ -41,7 +41,7 @@ int64_t Agent::FenceDeadline() const {
 }
 
 void Agent::RenewDeadline() {
-  if (watchdog_ && !stop_) watchdog_->SetDeadline(FenceDeadline());
+  if (watchdog_ && !quit_) watchdog_->SetDeadline(FenceDeadline());
 }
 
 // Fencing on a thread of its own, so that nothing else the agent waits for
@@ -50,7 +50,7 @@ void Agent::RenewDeadline() {
 // does the same from outside; this loop also restarts it if it died.
 void Agent::FenceLoop() {
   int64_t checked_ms = 0;
-  while (!stop_) {
+  while (!quit_) {
     const bool cut_off = SteadyMs() > FenceDeadline();
     if (cut_off && !fenced_) {
       log_.Warn("agent", "lost the server past the fence deadline: killing every task (fencing)",

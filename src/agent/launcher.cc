@@ -174,7 +174,10 @@ Status ProcessGroup::Start(const std::vector<ProcessSpec>& procs) {
 
 bool ProcessGroup::Poll() {
   if (stop_deadline_ > 0 && SteadyMs() >= stop_deadline_) {
-    for (const Proc& p : pids_) kill(-p.pid, SIGKILL);
+    for (const Proc& p : pids_) {
+      kill(-p.pid, SIGKILL);
+      kill(p.pid, SIGKILL);  // (as in Stop)
+    }
   }
   for (auto it = pids_.begin(); it != pids_.end();) {
     int status = 0;
@@ -199,12 +202,20 @@ bool ProcessGroup::Poll() {
 void ProcessGroup::Stop(int grace_s) {
   if (stop_deadline_ > 0) return;
   stop_deadline_ = SteadyMs() + int64_t{grace_s} * 1000;
-  for (const Proc& p : pids_) kill(-p.pid, SIGTERM);
+  for (const Proc& p : pids_) {
+    kill(-p.pid, SIGTERM);
+    // Also the process itself: one just forked has no session of its own
+    // yet (setsid), and its group's signal would be lost.
+    kill(p.pid, SIGTERM);
+  }
 }
 
 void ProcessGroup::Kill() {
   if (stop_deadline_ == 0) stop_deadline_ = SteadyMs();
-  for (const Proc& p : pids_) kill(-p.pid, SIGKILL);
+  for (const Proc& p : pids_) {
+    kill(-p.pid, SIGKILL);
+    kill(p.pid, SIGKILL);  // (as in Stop)
+  }
   // A process in uninterruptible sleep (a GPU that fell off the bus) may
   // never die: give up after 10 s rather than wedge the agent.
   for (const int64_t end = SteadyMs() + 10000; !Poll() && SteadyMs() < end;) {

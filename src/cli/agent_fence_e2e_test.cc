@@ -128,6 +128,43 @@ TEST_F(AgentE2eTest, AGangRestartsOnlyAfterEveryOldProcessIsGone) {
   if (HasFailure()) DumpLogs(id);
 }
 
+// An agent stopped on purpose (SIGTERM) gives its runs a grace of 5 s,
+// longer than the lease (3 s): it keeps heartbeating meanwhile, so the run
+// moves only once its process is gone (it ignores SIGTERM: SIGKILL at 5 s).
+TEST_F(AgentE2eTest, AnAgentStoppingItsRunsKeepsItsLease) {
+  StartAgent("n0");
+  StartAgent("n1");
+  WaitNodesUp(2);
+  const std::string yaml =
+      "apiVersion: unipool/v1\nkind: Job\nmetadata: {name: stubborn}\nspec:\n"
+      "  command: [sh, -c, 'trap \"\" TERM; exec sleep 6091']\n  gpus: 1\n";
+  const int64_t id = SubmitYaml(yaml);
+  ASSERT_GT(id, 0);
+  const Json first = WaitFor(
+      id, [](const Json& j) { return j["state"] == "Running"; }, 30, "ran");
+  ASSERT_EQ(WaitSleepers("6091", 1), 1);
+  CopyMonitor monitor(id, Ckpt(id));
+  const std::string node = first["tasks"][0]["node"];
+  kill(agents_[node], SIGTERM);
+  waitpid(agents_[node], nullptr, 0);
+  agents_.erase(node);
+  const Json moved = WaitFor(
+      id, [](const Json& j) { return j["state"] == "Running" && j["generation"] == 2; }, 30,
+      "moved");
+  EXPECT_NE(moved["tasks"][0]["node"], node);
+  EXPECT_EQ(WaitSleepers("6091", 1), 1);
+  monitor.Stop();
+  EXPECT_EQ(monitor.overlaps(), 0)
+      << "samples with two live copies of a rank, of " << monitor.samples();
+  EXPECT_EQ(moved["restarts"], 0) << moved.dump();
+  ASSERT_EQ(server_.Call("POST", "/v1/jobs/" + std::to_string(id) + "/cancel", "admin").status,
+            200);
+  int left = 1;
+  for (int i = 0; i < 4 && left != 0; ++i) left = WaitSleepers("6091", 0);  // the grace: 10 s
+  EXPECT_EQ(left, 0);
+  if (HasFailure()) DumpLogs(id);
+}
+
 // The server and the agents with an outage grace far above the lease.
 class OutageE2eTest : public AgentE2eTest {
  protected:
