@@ -110,10 +110,12 @@ void ApiServer::Heartbeat(Call& c) {
   c.Reply(200, reply);
 }
 
-// The rendezvous of a run: MASTER_PORT is chosen per job and run from
-// 20000-39999, so a restarted run does not meet its predecessor's sockets.
+// The rendezvous of a run: MASTER_PORT is chosen per job and run, so a
+// restarted run does not meet its predecessor's sockets, from 20000-32767:
+// below Linux's ephemeral range (32768-60999 by default), where any
+// outgoing connection of the node may hold a port.
 static int MasterPort(int64_t job, int64_t generation) {
-  return 20000 + static_cast<int>((job * 131 + generation * 17) % 20000);
+  return 20000 + static_cast<int>((job * 131 + generation * 17) % 12768);
 }
 
 // What an agent needs to run its part of a job: the spec, every task in
