@@ -51,43 +51,36 @@ directory, kept with --keep or when a check failed. Every process it started
 its environment and is killed by pid at the end, also on Ctrl-C or SIGTERM.
 
     python3 tests/chaos.py --binary build/release/unipool --duration 120 --seed 1
+
+The parts are in tests/chaoslib: cluster.py (the daemons, the proxies, the
+API), checks.py (the /proc monitor and the ledger), workload.py (the jobs).
 """
 from __future__ import annotations
 
 import argparse
 import collections
-import ctypes
 import dataclasses
-import http.client
 import json
 import os
 import random
-import resource
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Callable
 
-REPO = Path(__file__).resolve().parent.parent
-LEASE_S = 3.0
+from chaoslib.checks import Copy, CopyMonitor, Ledger
+from chaoslib.cluster import (LEASE_S, Agent, Api, Interrupted, Proxy, Server, configure_log, log,
+                              pids, read_proc, start_time, tail)
+from chaoslib.workload import JOB_FAILURE_BUDGET, REPO, Job, Workload, find_torch_python
+
 OUTAGE_GRACE_S = 30
 FAULT_GAP_S = (3.5, 6.5)  # seconds between faults: ~330 in 30 minutes
-JOB_FAILURE_BUDGET = 3  # injected failures per job at most
-MAX_RESTARTS = JOB_FAILURE_BUDGET + 2
 LEFTOVER_GRACE_S = 20.0  # a finished job's processes are gone by then
 DRAIN_TIMEOUT_S = 300.0
-TERMINAL = ("Succeeded", "Failed", "Cancelled")
-# A rank exits 3 at once on SIGUSR1: the harness's "non-zero exit" fault.
-RANK_WRAPPER = ("import os,runpy,signal,sys;"
-                "signal.signal(signal.SIGUSR1,lambda *_:os._exit(3));"
-                "sys.argv=sys.argv[1:];runpy.run_path(sys.argv[0],run_name='__main__')")
-
 FAULT_WEIGHTS = {
     "rank-kill9": 2.0,
     "rank-exit": 2.0,
@@ -98,518 +91,6 @@ FAULT_WEIGHTS = {
     "server-kill9": 1.0,
     "server-disk-full": 1.0,
 }
-INVARIANTS = (
-    "acknowledged jobs never lost",
-    "never two live copies",
-    "GPUs allocated = placements",
-    "right terminal state",
-    "final step = target",
-    "no process outlives its job",
-    "daemons stay up and heal",
-)
-
-_T0 = time.monotonic()
-_VERBOSE = False
-_LOG_FILE = None
-
-
-def log(msg: str, verbose_only: bool = False) -> None:
-    line = f"[{time.monotonic() - _T0:7.1f}s] {msg}"
-    if _LOG_FILE:
-        _LOG_FILE.write(line + "\n")
-        _LOG_FILE.flush()
-    if _VERBOSE or not verbose_only:
-        print(line, flush=True)
-
-
-class Interrupted(Exception):
-    """SIGTERM (or SIGINT): stop, clean up, report."""
-
-
-# ---- processes ---------------------------------------------------------------
-
-
-def _die_with_parent() -> None:
-    """In a child: SIGKILL when the harness dies (PR_SET_PDEATHSIG)."""
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
-
-
-def spawn(args: list[str], log_path: Path, env: dict[str, str]) -> subprocess.Popen:
-    """Starts a daemon in a session of its own, stderr to `log_path`."""
-    with open(log_path, "ab") as err:
-        return subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=err, env=env, start_new_session=True,
-                                preexec_fn=_die_with_parent)
-
-
-def read_proc(pid: int, name: str) -> bytes:
-    try:
-        with open(f"/proc/{pid}/{name}", "rb") as f:
-            return f.read()
-    except OSError:
-        return b""
-
-
-def start_time(pid: int) -> int | None:
-    """The process's start time (clock ticks), None when dead or a zombie."""
-    stat = read_proc(pid, "stat")
-    end = stat.rfind(b")")
-    if end < 0:
-        return None
-    fields = stat[end + 2:].split()
-    return None if fields[0] in (b"Z", b"X") else int(fields[19])
-
-
-def pids() -> list[int]:
-    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
-
-
-def parse_environ(raw: bytes) -> dict[str, str]:
-    out = {}
-    for kv in raw.split(b"\0"):
-        k, eq, v = kv.partition(b"=")
-        if eq:
-            out[k.decode(errors="replace")] = v.decode(errors="replace")
-    return out
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def tail(path: Path, limit: int = 3000) -> str:
-    try:
-        return path.read_bytes()[-limit:].decode(errors="replace")
-    except OSError:
-        return ""
-
-
-# ---- the API -----------------------------------------------------------------
-
-
-@dataclasses.dataclass
-class Reply:
-    status: int  # 0: no answer
-    body: object = None
-    refused: bool = False  # the connection was refused: the request did nothing
-
-    @property
-    def ok(self) -> bool:
-        return 200 <= self.status < 300
-
-
-class Api:
-    """The server's REST API with the admin token; `port` follows restarts."""
-
-    def __init__(self, token: str):
-        self.token = token
-        self.port = 0
-
-    def call(self, method: str, path: str, body: object = None, timeout: float = 5.0) -> Reply:
-        data = None if body is None else json.dumps(body).encode()
-        headers = {"Authorization": f"Bearer {self.token}"}
-        if data is not None:
-            headers["Content-Type"] = "application/json"
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-        try:
-            conn.request(method, path, body=data if data is not None else b"", headers=headers)
-            r = conn.getresponse()
-            raw = r.read()
-        except ConnectionRefusedError:
-            return Reply(0, refused=True)
-        except (OSError, http.client.HTTPException):
-            return Reply(0)
-        finally:
-            conn.close()
-        try:
-            return Reply(r.status, json.loads(raw) if raw else None)
-        except ValueError:
-            return Reply(r.status, raw.decode(errors="replace"))
-
-    def get(self, path: str) -> Reply:
-        return self.call("GET", path)
-
-
-# ---- the network between an agent and the server -----------------------------
-
-
-class Proxy:
-    """A TCP forwarder from a port of its own to the server's current port;
-    cut(True) closes every connection and refuses new ones."""
-
-    def __init__(self, target: Callable[[], int]):
-        self._target = target
-        self._listener = socket.create_server(("127.0.0.1", 0), backlog=64)
-        self.port = self._listener.getsockname()[1]
-        self.cut_now = False
-        self._lock = threading.Lock()
-        self._open: set[socket.socket] = set()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def cut(self, cut: bool) -> None:
-        self.cut_now = cut
-        if cut:
-            with self._lock:
-                for s in self._open:
-                    self._shutdown(s)
-
-    def close(self) -> None:
-        self.cut(True)
-        self._shutdown(self._listener)
-        self._listener.close()
-
-    @staticmethod
-    def _shutdown(s: socket.socket) -> None:
-        try:
-            s.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            if self.cut_now:
-                client.close()
-                continue
-            try:
-                server = socket.create_connection(("127.0.0.1", self._target()), timeout=2)
-                server.settimeout(None)
-            except OSError:
-                client.close()
-                continue
-            with self._lock:
-                self._open |= {client, server}
-            done = threading.Semaphore(0)  # released by each pump as it ends
-            for a, b in ((client, server), (server, client)):
-                threading.Thread(target=self._pump, args=(a, b, done), daemon=True).start()
-            threading.Thread(target=self._close_after, args=(client, server, done),
-                             daemon=True).start()
-
-    def _pump(self, src: socket.socket, dst: socket.socket, done: threading.Semaphore) -> None:
-        try:
-            while data := src.recv(65536):
-                dst.sendall(data)
-        except OSError:
-            pass
-        self._shutdown(dst)
-        done.release()
-
-    def _close_after(self, a: socket.socket, b: socket.socket, done: threading.Semaphore) -> None:
-        done.acquire()
-        done.acquire()
-        with self._lock:
-            self._open -= {a, b}
-        a.close()
-        b.close()
-
-
-# ---- the daemons -------------------------------------------------------------
-
-
-class Server:
-    def __init__(self, binary: str, run: Path, cluster: Path, tokens: Path, extra: list[str],
-                 env: dict[str, str]):
-        self.binary, self.run, self.env = binary, run, env
-        self.args = [binary, "server", "--cluster", str(cluster), "--tokens", str(tokens),
-                     "--data", str(run / "data"), "--address-file", str(run / "address"),
-                     "--init", "--node-lease", f"{LEASE_S:g}s", "--min-runtime", "0s",
-                     "--log-level", "warn", *extra]
-        self.proc: subprocess.Popen | None = None
-        self.port = 0
-        self.disk_full = False
-        self.killed = False  # by the harness: not a crash
-
-    @property
-    def up(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def start(self) -> bool:
-        """Starts it on its port (any at first) and waits until it listens."""
-        address = self.run / "address"
-        for port in dict.fromkeys([self.port, 0]):  # its port, else any (taken meanwhile)
-            address.unlink(missing_ok=True)
-            self.disk_full = self.killed = False
-            self.proc = spawn([*self.args, "--listen", f"127.0.0.1:{port}"],
-                              self.run / "server.log", self.env)
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and self.proc.poll() is None:
-                if address.exists() and address.read_text().strip():
-                    self.port = int(address.read_text().strip().rsplit(":", 1)[1])
-                    return True
-                time.sleep(0.05)
-            if self.proc.poll() is None or "in use" not in tail(self.run / "server.log", 300):
-                return False
-        return False
-
-    def kill9(self) -> None:
-        self.killed = True
-        if self.proc:
-            self.proc.kill()
-            self.proc.wait()
-
-    def fill_disk(self, full: bool) -> None:
-        """RLIMIT_FSIZE 0: every write to a file fails (EFBIG), as on a full
-        disk; the server ignores SIGXFSZ. Its log is a file too: lines
-        written meanwhile are lost, as they would be."""
-        limit = 0 if full else resource.RLIM_INFINITY
-        try:
-            resource.prlimit(self.proc.pid, resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
-            self.disk_full = full
-        except (ProcessLookupError, AttributeError):
-            self.disk_full = False
-
-
-class Agent:
-    def __init__(self, name: str, binary: str, run: Path, proxy: Proxy, extra: list[str],
-                 env: dict[str, str]):
-        self.name, self.proxy, self.env = name, proxy, env
-        self.work = run / "agents" / name
-        self.log_path = run / "agents" / f"{name}.log"
-        self.args = [binary, "agent", "--server", f"http://127.0.0.1:{proxy.port}",
-                     "--node", name, "--gpus", "2", "--work-dir", str(self.work),
-                     "--checkpoint-root", str(run / "checkpoints"), "--heartbeat", "300ms",
-                     "--lease", f"{LEASE_S:g}s", "--health-interval", "500ms",
-                     "--health-check", "true", "--log-level", "info", *extra]
-        self.proc: subprocess.Popen | None = None
-        self.started_at = 0.0
-        self.stopped = False  # SIGSTOPped
-        self.down = False  # killed by the harness, to be restarted
-
-    @property
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    @property
-    def healthy(self) -> bool:
-        return self.running and not self.stopped and not self.down and not self.proxy.cut_now
-
-    def start(self, join_token: str) -> None:
-        self.work.mkdir(parents=True, exist_ok=True)
-        self.proc = spawn([*self.args, "--join-token", join_token], self.log_path, self.env)
-        self.started_at = time.monotonic()
-        self.stopped = self.down = False
-
-    def signal(self, sig: int) -> None:
-        if self.running:
-            self.proc.send_signal(sig)
-
-    def kill9(self) -> None:
-        if self.proc:
-            if self.stopped:
-                self.proc.send_signal(signal.SIGCONT)
-            self.proc.kill()
-            self.proc.wait()
-        self.stopped = False
-
-    def terminate(self) -> None:
-        """SIGTERM and wait (SIGKILL after 15 s)."""
-        if not self.running:
-            return
-        self.proc.terminate()
-        try:
-            self.proc.wait(15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-
-# ---- the /proc monitor -------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class Copy:
-    """A live process of a job's rank in one generation (run)."""
-    pid: int
-    job: int
-    rank: int
-    generation: int  # UNIPOOL_RESTART_COUNT + 1
-    started: int  # /proc start time: the pid's identity
-
-
-class CopyMonitor(threading.Thread):
-    """Samples /proc ten times a second for the processes of this run's jobs
-    and flags a (job, rank) alive in two generations at once. A suspect
-    sample is confirmed by reading the earlier-seen processes again: still
-    alive, they overlapped the later ones."""
-
-    INTERVAL_S = 0.1
-
-    def __init__(self, checkpoint_root: Path):
-        super().__init__(daemon=True)
-        self.marker = f"UNIPOOL_CHECKPOINT_DIR={checkpoint_root}/".encode()
-        self.lock = threading.Lock()
-        self.latest: dict[int, Copy] = {}
-        self.samples = 0
-        self.overlaps: list[str] = []  # one line per confirmed overlapping sample
-        self.generations: dict[int, set[int]] = collections.defaultdict(set)
-        self._done = threading.Event()
-
-    def scan(self) -> dict[int, Copy]:
-        found = {}
-        for pid in pids():
-            env = read_proc(pid, "environ")
-            if self.marker not in env:
-                continue
-            started = start_time(pid)
-            if started is None:
-                continue
-            vars_ = parse_environ(env)
-            try:
-                found[pid] = Copy(pid, int(vars_["UNIPOOL_JOB_ID"]), int(vars_["RANK"]),
-                                  int(vars_["UNIPOOL_RESTART_COUNT"]) + 1, started)
-            except (KeyError, ValueError):
-                continue
-        return found
-
-    def run(self) -> None:
-        while not self._done.wait(self.INTERVAL_S):
-            self.sample()
-
-    def stop(self) -> None:
-        self._done.set()
-        self.join()
-
-    def sample(self) -> None:
-        copies = self.scan()
-        by_rank: dict[tuple[int, int], list[Copy]] = collections.defaultdict(list)
-        for c in copies.values():
-            by_rank[(c.job, c.rank)].append(c)
-        overlap = ""
-        for (job, rank), cs in sorted(by_rank.items()):
-            if len({c.generation for c in cs}) < 2:
-                continue
-            alive = [c for c in cs if start_time(c.pid) == c.started]
-            gens = sorted({c.generation for c in alive})
-            if len(gens) > 1:
-                overlap = (f"job {job} rank {rank}: generations {gens} alive at once "
-                           f"(pids {sorted(c.pid for c in alive)})")
-                break
-        with self.lock:
-            self.latest = copies
-            self.samples += 1
-            for c in copies.values():
-                self.generations[c.job].add(c.generation)
-            if overlap:
-                self.overlaps.append(overlap)
-        if overlap:
-            log(f"VIOLATION never two live copies: {overlap}")
-
-    def of_job(self, job: int) -> list[Copy]:
-        with self.lock:
-            return [c for c in self.latest.values() if c.job == job]
-
-
-# ---- the ledger --------------------------------------------------------------
-
-
-class Ledger:
-    """Faults injected and invariant checks, with the first few violations."""
-
-    def __init__(self):
-        self.faults: collections.Counter[str] = collections.Counter()
-        self.checks = {name: [0, 0] for name in INVARIANTS}
-        self.violations: list[str] = []
-
-    def check(self, name: str, ok: bool, detail: str = "") -> bool:
-        self.checks[name][0] += 1
-        if not ok:
-            self.checks[name][1] += 1
-            self.violations.append(f"{name}: {detail}")
-            log(f"VIOLATION {name}: {detail}")
-        return ok
-
-    def set_count(self, name: str, checks: int, violations: list[str]) -> None:
-        """For the monitor, whose samples are its checks."""
-        self.checks[name] = [checks, len(violations)]
-        for v in violations[:5]:
-            self.violations.append(f"{name}: {v}")
-
-    @property
-    def failed(self) -> bool:
-        return any(v for _, v in self.checks.values())
-
-    def table(self) -> str:
-        lines = [f"{'fault':<32}{'injected':>10}"]
-        for kind in FAULT_WEIGHTS:
-            lines.append(f"{kind:<32}{self.faults[kind]:>10}")
-        lines.append(f"{'total':<32}{sum(self.faults.values()):>10}")
-        lines.append("")
-        lines.append(f"{'invariant':<32}{'checks':>10}{'violations':>12}")
-        for name, (checks, bad) in self.checks.items():
-            lines.append(f"{name:<32}{checks:>10}{bad:>12}")
-        return "\n".join(lines)
-
-
-# ---- the jobs ----------------------------------------------------------------
-
-
-@dataclasses.dataclass
-class Job:
-    name: str
-    kind: str  # trainer or ddp
-    gpus: int
-    steps: int
-    cancel_after: float | None  # seconds after submission, or None
-    id: int = 0
-    acknowledged: bool = False
-    submitted_at: float = 0.0
-    expected: tuple[str, ...] = ("Succeeded",)
-    state: str = "Pending"
-    generation: int = 0
-    record: dict = dataclasses.field(default_factory=dict)
-    failures_injected: int = 0
-    ended_at: float | None = None
-    leftovers_checked: bool = False
-
-    @property
-    def ended(self) -> bool:
-        return self.state in TERMINAL
-
-    def spec(self, python: str, torch_python: str | None) -> dict:
-        if self.kind == "ddp":
-            command = [torch_python, "-c", RANK_WRAPPER, "examples/jobs/train_ddp.py"]
-            args = ["--steps", str(self.steps), "--checkpoint-every", "10", "--step-sleep", "0.05"]
-        else:
-            command = [python, "-c", RANK_WRAPPER, "examples/jobs/trainer.py"]
-            args = ["--steps", str(self.steps), "--checkpoint-every", "20", "--step-time", "0.05"]
-        return {"apiVersion": "unipool/v1", "kind": "Job", "metadata": {"name": self.name},
-                "spec": {"command": command, "args": args, "workingDir": str(REPO),
-                         "gpus": self.gpus, "gpusPerNode": min(self.gpus, 2),
-                         "restartPolicy": {"maxRestarts": MAX_RESTARTS, "backoff": "500ms"}}}
-
-
-class Workload:
-    """The job mix, drawn from its own seeded stream: trainers of 1, 2 and 4
-    GPUs, a DDP job now and then (one at a time) where PyTorch imports, and a
-    cancel for some."""
-
-    def __init__(self, seed: int, torch_python: str | None):
-        self.rng = random.Random(f"{seed}/jobs")
-        self.torch_python = torch_python
-        self.count = 0
-
-    def next(self, ddp_running: bool) -> Job:
-        self.count += 1
-        draw = self.rng.random()
-        steps = self.rng.randrange(100, 301, 10)
-        cancel_after = self.rng.uniform(1, 10) if self.rng.random() < 0.1 else None
-        if draw < 0.1 and self.torch_python and not ddp_running:
-            return Job(f"ddp-{self.count}", "ddp", 2, self.rng.randrange(40, 101, 10), cancel_after)
-        gpus = 1 if draw < 0.3 else 4 if draw < 0.55 else 2
-        return Job(f"trainer-{self.count}", "trainer", gpus, steps, cancel_after)
-
-
-def find_torch_python() -> str | None:
-    for python in dict.fromkeys([sys.executable, shutil.which("python3"), "/usr/bin/python3"]):
-        if python and subprocess.run([python, "-c", "import torch"], capture_output=True,
-                                     timeout=120).returncode == 0:
-            return python
-    return None
 
 
 # ---- the run -----------------------------------------------------------------
@@ -631,7 +112,7 @@ class Chaos:
         if grace is None:
             grace = OUTAGE_GRACE_S if random.Random(f"{opts.seed}/config").random() < 0.5 else 0
         self.outage_grace = grace
-        self.ledger = Ledger()
+        self.ledger = Ledger(list(FAULT_WEIGHTS))
         self.jobs: dict[int, Job] = {}  # acknowledged, by id
         self.unacknowledged: list[Job] = []  # no answer: maybe created
         self.pending_submit: Job | None = None  # refused (503, 429, down): retry
@@ -1241,11 +722,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str]) -> int:
-    global _VERBOSE, _LOG_FILE
     opts = parse_args(argv)
-    _VERBOSE = opts.verbose
     run = Path(tempfile.mkdtemp(prefix="unipool-chaos-"))
-    _LOG_FILE = open(run / "chaos.log", "w")
+    configure_log(opts.verbose, open(run / "chaos.log", "w"))
 
     def interrupt(signum, frame):
         raise Interrupted(signal.Signals(signum).name)

@@ -1,0 +1,1 @@
+"""The chaos run's parts (tests/chaos.py is the run)."""
