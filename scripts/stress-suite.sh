@@ -7,19 +7,31 @@
 #   scripts/stress-suite.sh [N] [ctest arguments...]
 #   e.g. scripts/stress-suite.sh 10            # what issue 12 asks of the suite
 #        scripts/stress-suite.sh 3 -R E2e      # only the end-to-end tests
+#   UNIPOOL_STRESS_DIR=DIR keeps the clone and its build there, and reuses
+#   them when they are of the same HEAD (clean)
 set -euo pipefail
 passes="${1:-10}"
 shift || true
 repo="$(cd "$(dirname "$0")/.." && pwd)"
-work="$(mktemp -d -t unipool-stress.XXXXXX)"
+# UNIPOOL_STRESS_DIR: a work directory to keep; a clone of this same HEAD
+# found there is reused (built already: the build is only brought up to date).
+work="${UNIPOOL_STRESS_DIR:-$(mktemp -d -t unipool-stress.XXXXXX)}"
+mkdir -p "$work"
 burners=()
 cleanup() {
   for p in "${burners[@]}"; do kill "$p" 2>/dev/null || true; done
 }
 trap cleanup EXIT INT TERM
 
-echo "stress: cloning $(git -C "$repo" rev-parse --short HEAD) into $work"
-git clone --quiet --no-hardlinks "$repo" "$work/src"
+head="$(git -C "$repo" rev-parse HEAD)"
+if [ -d "$work/src/.git" ] && [ "$(git -C "$work/src" rev-parse HEAD)" = "$head" ] &&
+  [ -z "$(git -C "$work/src" status --porcelain)" ]; then
+  echo "stress: reusing the clean clone of ${head:0:7} in $work"
+else
+  rm -rf "$work/src"
+  echo "stress: cloning ${head:0:7} into $work"
+  git clone --quiet --no-hardlinks "$repo" "$work/src"
+fi
 cd "$work/src"
 cmake --preset release >"$work/configure.log"
 cmake --build --preset release -j2 >"$work/build.log" 2>&1 || {
