@@ -14,11 +14,10 @@ namespace {
 using nlohmann::json;
 using testing::RunUnipool;
 
-const std::string kPhilly = std::string(UNIPOOL_SOURCE_DIR) + "/../shared/traces/philly.csv";
+const std::string kPhilly = std::string(UNIPOOL_SOURCE_DIR) + "/testdata/traces/philly.csv";
 
 // The whole Philly trace replays on its cluster with every job accounted for.
 TEST(SimCommandTest, PhillyReplayAccountsForEveryJob) {
-  if (!std::filesystem::exists(kPhilly)) GTEST_SKIP() << "no shared Philly trace";
   testing::RunResult r = RunUnipool({"sim", "--cluster", "examples/clusters/philly.yaml", "--trace",
                                      kPhilly, "-o", "json", "--no-progress"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
