@@ -254,11 +254,7 @@ Status ControlPlane::RecoverJob(JobRecord& job) {
     if (st.ok()) return st;
     // Its processes may run on: the next run waits for every node of this
     // one (liveness is not known yet; a lost node is swept later).
-    for (const TaskView& t : job.tasks) {
-      int64_t& g = job.clearing[t.node];
-      g = std::max(g, job.generation);
-    }
-    if (!job.clearing.empty()) clearing_.insert(job.id);
+    AwaitOldRun(job, "", /*skip_lost=*/false);
     job.state = JobState::kPending;
     job.tasks.clear();
   }

@@ -306,13 +306,15 @@ class ControlPlane {
   // The job's current run ends while its processes may live on: every node
   // of it but `confirmed` (whose agent reported the end) and nodes already
   // lost goes into job.clearing.
-  void AwaitOldRun(JobRecord& job, const std::string& confirmed);
+  // `skip_lost`: nodes already lost (or unknown) are not waited for; off
+  // while recovering, before liveness is known (ReleaseLostNodes sweeps).
+  void AwaitOldRun(JobRecord& job, const std::string& confirmed, bool skip_lost = true);
   // Report's work for the job's current run (REQUIRES: mu_).
   Status ApplyReportLocked(JobRecord& job, const std::string& kind, const std::string& why,
                            const std::string& data, const std::string& node, store::Txn& txn);
-  // `node` says its processes of the job's runs up to `generation` are
-  // gone; true when that cleared an entry of job.clearing.
-  bool ClearOldRun(JobRecord& job, const std::string& node, int64_t generation);
+  // A final report or "gone" from `node` ("" for an admin's "gone": every
+  // node) releases its entries of job.clearing up to `generation`; true
+  // when it released one.
   bool ReleasedBy(JobRecord& job, const std::string& kind, int64_t generation,
                   const std::string& node);
   // A lost node is fenced, and a node gone from the cluster file has no

@@ -24,24 +24,16 @@ void ControlPlane::Deactivate(const JobRecord& job) {
   clearing_.erase(job.id);  // it runs no more: nothing to wait for
 }
 
-void ControlPlane::AwaitOldRun(JobRecord& job, const std::string& confirmed) {
+void ControlPlane::AwaitOldRun(JobRecord& job, const std::string& confirmed, bool skip_lost) {
   if (options_.assume_nodes_up) return;  // no agents: the reports are all there is
   for (const TaskView& t : job.tasks) {
     if (t.node == confirmed || job.stopped_nodes.contains(t.node)) continue;
     auto n = topo_.FindNode(t.node);
-    if (!n || !nodes_[n->value()].alive) continue;  // lost: fenced by its lease
+    if (skip_lost && (!n || !nodes_[n->value()].alive)) continue;  // fenced by its lease
     int64_t& g = job.clearing[t.node];
     g = std::max(g, job.generation);
   }
   if (!job.clearing.empty()) clearing_.insert(job.id);
-}
-
-bool ControlPlane::ClearOldRun(JobRecord& job, const std::string& node, int64_t generation) {
-  auto it = job.clearing.find(node);
-  if (it == job.clearing.end() || it->second > generation) return false;
-  job.clearing.erase(it);
-  if (job.clearing.empty()) clearing_.erase(job.id);
-  return true;
 }
 
 void ControlPlane::ReleaseLostNodes(Txn& txn) {
@@ -460,10 +452,10 @@ bool ControlPlane::ReleasedBy(JobRecord& job, const std::string& kind, int64_t g
       generation > job.generation || job.clearing.empty()) {
     return false;
   }
-  if (!node.empty()) return ClearOldRun(job, node, generation);
-  if (kind != "gone") return false;
-  const size_t n =
-      std::erase_if(job.clearing, [&](const auto& e) { return e.second <= generation; });
+  if (node.empty() && kind != "gone") return false;
+  const size_t n = std::erase_if(job.clearing, [&](const auto& e) {
+    return (node.empty() || e.first == node) && e.second <= generation;
+  });
   if (job.clearing.empty()) clearing_.erase(job.id);
   return n > 0;
 }

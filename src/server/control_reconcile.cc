@@ -138,6 +138,11 @@ void ControlPlane::RetryAfterBackoff(Time now, Txn& txn) {
   }
 }
 
+static std::string PreemptionWhy(const sched::PreemptJob& x) {
+  return x.for_job.value() >= 0 ? "preempted for job " + std::to_string(x.for_job.value())
+                                : "its node is being drained";
+}
+
 // A preempted run that was held (JobRecord::clearing) has no process to
 // stop: it is stopped at once, and the earlier run's nodes still confirm.
 void ControlPlane::StopHeldRun(JobRecord& job, const sched::PreemptJob& x, Time now, Txn& txn) {
@@ -150,10 +155,8 @@ void ControlPlane::StopHeldRun(JobRecord& job, const sched::PreemptJob& x, Time 
   job.state = JobState::kPending;
   job.tasks.clear();
   job.stopped_nodes.clear();
-  const std::string why = x.for_job.value() >= 0
-                              ? "preempted for job " + std::to_string(x.for_job.value())
-                              : "its node is being drained";
-  Write(job, "Stopped", why + " before it started (it waited for its last run's nodes)", txn);
+  Write(job, "Stopped",
+        PreemptionWhy(x) + " before it started (it waited for its last run's nodes)", txn);
   dirty_ = true;
 }
 
@@ -202,9 +205,7 @@ void ControlPlane::ApplyDecision(const sched::Decision& d, Time now, Txn& txn) {
             metrics_.Add("unipool_preemptions_total", {{"queue", job.request.queue}});
             metrics_.Add("unipool_preempted_gpu_seconds_total", {{"queue", job.request.queue}},
                          static_cast<double>(x.lost_gpu_seconds));
-            const std::string why = x.for_job.value() >= 0
-                                        ? "preempted for job " + std::to_string(x.for_job.value())
-                                        : "its node is being drained";
+            const std::string why = PreemptionWhy(x);
             Write(job, "Preempted", why + "; checkpoint and stop by " + FormatTime(x.deadline),
                   txn);
           } else if constexpr (std::is_same_v<T, sched::RequeueJob>) {
