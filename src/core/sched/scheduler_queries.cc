@@ -1,0 +1,138 @@
+// The scheduler's queries: a job's state, why it waits or runs where it
+// does (in words), and the invariants check.
+#include <string>
+#include <variant>
+
+#include "core/sched/scheduler.h"
+
+namespace unipool::sched {
+
+// ---- Queries -------------------------------------------------------------------
+
+const JobInfo* Scheduler::Find(JobId id) const {
+  auto it = jobs_.find(id);
+  return it == jobs_.end() ? nullptr : &it->second;
+}
+
+static std::string At(Time t) {
+  return t.value() < 0 ? "an unknown time (running jobs give no estimates)"
+                       : "t=" + std::to_string(t.value() / 1000000000) + "s";
+}
+
+std::string Scheduler::ExplainReason(const PendingReason& r) const {
+  struct Visitor {
+    const Scheduler& s;
+    std::string operator()(const reason::New&) { return "waiting for the next scheduling cycle"; }
+    std::string operator()(const reason::OverLimit& o) {
+      return "queue '" + s.queues_.spec(o.queue).name +
+             "' is at its limit: " + std::to_string(o.used.value()) + " of " +
+             std::to_string(o.limit.value()) + " GPUs in use";
+    }
+    std::string operator()(const reason::NoBorrowing& o) {
+      return "queue '" + s.queues_.spec(o.queue).name +
+             "' has no guaranteed GPUs left and non-preemptible jobs may not borrow idle ones";
+    }
+    std::string operator()(const reason::NotEnoughGpus& o) {
+      return "not enough free GPUs: needs " + std::to_string(o.need.value()) + ", " +
+             std::to_string(o.free.value()) + " free";
+    }
+    std::string operator()(const reason::NoContiguousBlock& o) {
+      return "no contiguous block: needs " + std::to_string(o.need.value()) + " GPUs within one " +
+             s.topo_->tier(o.tier).name + ", the largest free block is " +
+             std::to_string(o.largest.value());
+    }
+    std::string operator()(const reason::BehindFifoHead& o) {
+      return "queue is strict FIFO: waiting behind job " + std::to_string(o.head.value());
+    }
+    std::string operator()(const reason::WaitingForReservation& o) {
+      return "GPUs are reserved for job " + std::to_string(o.holder.value()) + " from " + At(o.at) +
+             "; this job would delay it (give a runtime estimate that ends before then, or make "
+             "it preemptible, to backfill)";
+    }
+    std::string operator()(const reason::HoldsReservation& o) {
+      std::string where = o.tier >= 0 ? " in " + s.topo_->tier(o.tier).name + " " +
+                                            s.topo_->group_name(o.tier, o.group)
+                                      : "";
+      return "next to run: GPUs" + where + " are reserved for it from " + At(o.at);
+    }
+    std::string operator()(const reason::WaitingForPreemption& o) {
+      std::string ids;
+      for (JobId v : o.victims) ids += (ids.empty() ? "" : ", ") + std::to_string(v.value());
+      return "preempting job(s) " + ids +
+             " to make room; they have their grace period to checkpoint";
+    }
+    std::string operator()(const reason::Infeasible& o) { return "can never run: " + o.why; }
+  };
+  return std::visit(Visitor{*this}, r);
+}
+
+std::string Scheduler::Explain(JobId id) const {
+  const JobInfo* job = Find(id);
+  if (!job) return "unknown job";
+  switch (job->phase) {
+    case JobPhase::kPending:
+      return "pending: " + ExplainReason(job->reason);
+    case JobPhase::kPreempting:
+      return "preempting: must stop by " + At(job->preempt_deadline);
+    default:
+      break;
+  }
+  std::string out = "running on " + DescribePlacement(*topo_, job->placement);
+  if (job->partition >= 0 && topo_->partitions().size() > 1) {
+    out += "; partition " + topo_->partitions()[job->partition];
+  }
+  out += "; the lowest tier with room, best-fit at each tier";
+  if (job->borrowing) out += "; beyond its queue's guarantee, so other queues may reclaim it";
+  return out;
+}
+
+Status Scheduler::CheckInvariants() const {
+  std::vector<GpuMask> used(topo_->num_nodes(), 0);
+  std::vector<int64_t> queue_used(queues_.size(), 0);
+  for (JobId id : running_) {
+    const JobInfo& j = jobs_.at(id);
+    const int64_t gpus = j.allocated().value();
+    const bool size_ok = j.spec.min_gpus.value() > 0
+                             ? gpus >= j.spec.min_gpus.value() && gpus <= j.spec.gpus.value()
+                             : gpus == j.spec.gpus.value();
+    if (!size_ok)
+      return Status(StatusCode::kInternal, "job " + std::to_string(id.value()) + " holds " +
+                                               std::to_string(gpus) + " GPUs");
+    for (const Task& t : j.placement.tasks) {
+      if (used[t.node.value()] & t.gpus) {
+        return Status(StatusCode::kInternal,
+                      "a GPU on node " + topo_->node_name(t.node) + " is allocated twice");
+      }
+      used[t.node.value()] |= t.gpus;
+      if (global_.free_mask(t.node) & t.gpus) {
+        return Status(StatusCode::kInternal,
+                      "node " + topo_->node_name(t.node) + " shows allocated GPUs as free");
+      }
+    }
+    for (QueueId q = j.spec.queue; q.valid(); q = queues_.parent(q)) queue_used[q.value()] += gpus;
+  }
+  for (int32_t q = 0; q < queues_.size(); ++q) {
+    const QueueSpec& spec = queues_.spec(QueueId(q));
+    if (queue_used[q] != queues_.used(QueueId(q)).value()) {
+      return Status(StatusCode::kInternal, "queue '" + spec.name + "' usage is out of step");
+    }
+    if (spec.limit.value() > 0 && queue_used[q] > spec.limit.value()) {
+      return Status(StatusCode::kInternal, "queue '" + spec.name + "' is over its limit");
+    }
+  }
+  size_t pending = 0;
+  for (const auto& set : pending_) {
+    for (const PendingKey& k : set) {
+      if (jobs_.at(k.id).phase != JobPhase::kPending) {
+        return Status(StatusCode::kInternal,
+                      "job " + std::to_string(k.id.value()) + " is queued but not pending");
+      }
+      ++pending;
+    }
+  }
+  if (pending != pending_count_)
+    return Status(StatusCode::kInternal, "pending count is out of step");
+  return Status::Ok();
+}
+
+}  // namespace unipool::sched

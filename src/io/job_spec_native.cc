@@ -1,0 +1,210 @@
+// The native shape: apiVersion unipool/v1, kind Job. Strict: unknown fields
+// are errors.
+#include <set>
+
+#include "io/job_spec_rules.h"
+#include "io/yaml_fields.h"
+
+namespace unipool::io::spec_internal {
+namespace {
+
+Status ReadFieldString(const Fields& f, const char* key, std::string* out) {
+  if (!f.Has(key)) return Status::Ok();
+  return ReadScalar(f.Get(key), f.PathOf(key), out, false);
+}
+
+Status ReadNativeMetadata(const YAML::Node& n, JobRequest* job) {
+  Result<Fields> f = Fields::Of(n, "metadata", {"name", "labels"});
+  if (!f.ok()) return f.status();
+  if (!f->Has("name")) return Missing(f->loc(), "metadata.name");
+  UNIPOOL_RETURN_IF_ERROR(ReadName(f->Get("name"), "metadata.name", &job->name));
+  if (!f->Has("labels")) return Status::Ok();
+  return ReadLabels(f->Get("labels"), "metadata.labels", &job->labels);
+}
+
+// env as a mapping NAME: value, in the order written.
+Status ReadEnvMapping(const YAML::Node& n, const std::string& path, Pairs* env) {
+  std::set<std::string> seen;
+  for (const auto& kv : n) {
+    std::string name, value;
+    UNIPOOL_RETURN_IF_ERROR(ReadScalar(kv.first, path, &name, false));
+    const std::string at = Join(path, name);
+    UNIPOOL_RETURN_IF_ERROR(ReadScalar(kv.second, at, &value, true));
+    UNIPOOL_RETURN_IF_ERROR(AddEnv(kv.first, at, name, std::move(value), &seen, env));
+  }
+  return Status::Ok();
+}
+
+// env as a list of {name, value}, as in Kubernetes.
+Status ReadNativeEnvList(const YAML::Node& n, const std::string& path, Pairs* env) {
+  std::set<std::string> seen;
+  for (size_t i = 0; i < n.size(); ++i) {
+    const std::string at = Index(path, i);
+    Result<Fields> f = Fields::Of(n[i], at, {"name", "value"});
+    if (!f.ok()) return f.status();
+    if (!f->Has("name")) return Missing(f->loc(), at + ".name");
+    std::string name, value;
+    UNIPOOL_RETURN_IF_ERROR(ReadScalar(f->Get("name"), at + ".name", &name, false));
+    if (f->Has("value")) {
+      UNIPOOL_RETURN_IF_ERROR(ReadScalar(f->Get("value"), at + ".value", &value, true));
+    }
+    UNIPOOL_RETURN_IF_ERROR(
+        AddEnv(f->Get("name"), at + ".name", name, std::move(value), &seen, env));
+  }
+  return Status::Ok();
+}
+
+Status ReadNativeEnv(const YAML::Node& n, const std::string& path, Pairs* env) {
+  if (!n.IsSequence() && !n.IsMap()) {
+    return Expected(n, path, "a list of {name, value} or a mapping of names to values");
+  }
+  UNIPOOL_RETURN_IF_ERROR(CheckListSize(n, path, kMaxListEntries));
+  return n.IsMap() ? ReadEnvMapping(n, path, env) : ReadNativeEnvList(n, path, env);
+}
+
+Status ReadNativeProcess(const Fields& f, JobRequest* job) {
+  if (!f.Has("command")) return Missing(f.loc(), "spec.command");
+  UNIPOOL_RETURN_IF_ERROR(ReadCommand(f.Get("command"), "spec.command", &job->command));
+  if (f.Has("args")) {
+    UNIPOOL_RETURN_IF_ERROR(ReadStringList(f.Get("args"), "spec.args", &job->args));
+  }
+  if (f.Has("env")) UNIPOOL_RETURN_IF_ERROR(ReadNativeEnv(f.Get("env"), "spec.env", &job->env));
+  UNIPOOL_RETURN_IF_ERROR(ReadFieldString(f, "workingDir", &job->working_dir));
+  return ReadFieldString(f, "image", &job->image);
+}
+
+Status ReadLaunch(const Fields& f, LaunchMode* out) {
+  std::string s;
+  UNIPOOL_RETURN_IF_ERROR(ReadFieldString(f, "launch", &s));
+  if (s == "per-gpu") {
+    *out = LaunchMode::kPerGpu;
+  } else if (s == "per-node") {
+    *out = LaunchMode::kPerNode;
+  } else if (!s.empty()) {
+    return Expected(f.Get("launch"), f.PathOf("launch"), "per-gpu or per-node");
+  }
+  return Status::Ok();
+}
+
+Status ReadNativeGpus(const Fields& f, JobRequest* job) {
+  UNIPOOL_RETURN_IF_ERROR(f.Int("gpus", &job->gpus, 1, kMaxJobGpus, true));
+  UNIPOOL_RETURN_IF_ERROR(f.Int32("gpusPerNode", &job->gpus_per_node, 0, kMaxGpusPerNode));
+  if (job->gpus_per_node > 0 && job->gpus % job->gpus_per_node != 0) {
+    return InvalidArgument("spec.gpusPerNode: " + std::to_string(job->gpus_per_node) +
+                               " does not divide spec.gpus (" + std::to_string(job->gpus) + ")",
+                           LocOf(f.Get("gpusPerNode")));
+  }
+  if (f.Has("elastic")) {
+    Result<Fields> e = Fields::Of(f.Get("elastic"), "spec.elastic", {"minGpus"});
+    if (!e.ok()) return e.status();
+    UNIPOOL_RETURN_IF_ERROR(e->Int("minGpus", &job->min_gpus, 1, job->gpus, true));
+  }
+  return ReadLaunch(f, &job->launch);
+}
+
+Status ReadNativePriority(const Fields& f, JobRequest* job) {
+  UNIPOOL_RETURN_IF_ERROR(ReadFieldString(f, "priorityClassName", &job->priority_class));
+  if (!IsPriorityClass(job->priority_class)) {
+    return Expected(f.Get("priorityClassName"), f.PathOf("priorityClassName"),
+                    "low, normal or high");
+  }
+  UNIPOOL_RETURN_IF_ERROR(f.Int32("priority", &job->priority, -kMaxPriority, kMaxPriority));
+  return f.Bool("preemptible", &job->preemptible);
+}
+
+Status ReadNativePlacement(const Fields& f, JobRequest* job) {
+  UNIPOOL_RETURN_IF_ERROR(ReadFieldString(f, "queue", &job->queue));
+  if (f.Has("topology")) {
+    Result<Fields> t = Fields::Of(f.Get("topology"), "spec.topology", {"within"});
+    if (!t.ok()) return t.status();
+    UNIPOOL_RETURN_IF_ERROR(ReadFieldString(*t, "within", &job->within));
+  }
+  UNIPOOL_RETURN_IF_ERROR(ReadFieldString(f, "partition", &job->partition));
+  UNIPOOL_RETURN_IF_ERROR(ReadFieldString(f, "dataLocality", &job->data_locality));
+  UNIPOOL_RETURN_IF_ERROR(f.Dur("progressTimeout", &job->progress_timeout));
+  return f.Dur("timeLimit", &job->time_limit);
+}
+
+Status ReadNativeRecovery(const Fields& f, JobRequest* job) {
+  if (f.Has("restartPolicy")) {
+    Result<Fields> r =
+        Fields::Of(f.Get("restartPolicy"), "spec.restartPolicy", {"maxRestarts", "backoff"});
+    if (!r.ok()) return r.status();
+    UNIPOOL_RETURN_IF_ERROR(r->Int32("maxRestarts", &job->restart.max_restarts, 0, kMaxRestarts));
+    UNIPOOL_RETURN_IF_ERROR(r->Dur("backoff", &job->restart.backoff));
+  }
+  if (!f.Has("checkpoint")) return Status::Ok();
+  Result<Fields> c = Fields::Of(f.Get("checkpoint"), "spec.checkpoint", {"dir", "interval"});
+  if (!c.ok()) return c.status();
+  UNIPOOL_RETURN_IF_ERROR(ReadFieldString(*c, "dir", &job->checkpoint_dir));
+  return c->Dur("interval", &job->checkpoint_interval);
+}
+
+// volumes: names, or {name, source} recorded as "name=source".
+Status ReadNativeVolumes(const Fields& f, Strings* out) {
+  if (!f.Has("volumes")) return Status::Ok();
+  const YAML::Node n = f.Get("volumes");
+  const std::string path = "spec.volumes";
+  if (!n.IsSequence()) return Expected(n, path, "a list of volume names or {name, source}");
+  UNIPOOL_RETURN_IF_ERROR(CheckListSize(n, path, kMaxListEntries));
+  for (size_t i = 0; i < n.size(); ++i) {
+    const std::string at = Index(path, i);
+    std::string name, source;
+    if (n[i].IsMap()) {
+      Result<Fields> v = Fields::Of(n[i], at, {"name", "source"});
+      if (!v.ok()) return v.status();
+      if (!v->Has("name")) return Missing(v->loc(), at + ".name");
+      UNIPOOL_RETURN_IF_ERROR(ReadFieldString(*v, "name", &name));
+      UNIPOOL_RETURN_IF_ERROR(ReadFieldString(*v, "source", &source));
+    } else {
+      UNIPOOL_RETURN_IF_ERROR(ReadScalar(n[i], at, &name, false));
+    }
+    UNIPOOL_RETURN_IF_ERROR(AddVolume(n[i], at, name, source, out));
+  }
+  return Status::Ok();
+}
+
+Status ReadNativeSpec(const YAML::Node& n, JobRequest* job) {
+  Result<Fields> f = Fields::Of(n, "spec",
+                                {"command",
+                                 "args",
+                                 "env",
+                                 "workingDir",
+                                 "image",
+                                 "gpus",
+                                 "gpusPerNode",
+                                 "elastic",
+                                 "launch",
+                                 "queue",
+                                 "priorityClassName",
+                                 "priority",
+                                 "preemptible",
+                                 "restartPolicy",
+                                 "checkpoint",
+                                 "topology",
+                                 "partition",
+                                 "dataLocality",
+                                 "volumes",
+                                 "timeLimit",
+                                 "progressTimeout"});
+  if (!f.ok()) return f.status();
+  UNIPOOL_RETURN_IF_ERROR(ReadNativeProcess(*f, job));
+  UNIPOOL_RETURN_IF_ERROR(ReadNativeGpus(*f, job));
+  UNIPOOL_RETURN_IF_ERROR(ReadNativePriority(*f, job));
+  UNIPOOL_RETURN_IF_ERROR(ReadNativePlacement(*f, job));
+  UNIPOOL_RETURN_IF_ERROR(ReadNativeRecovery(*f, job));
+  return ReadNativeVolumes(*f, &job->volumes);
+}
+
+}  // namespace
+
+Status ReadNative(const YAML::Node& doc, JobRequest* job) {
+  Result<Fields> f = Fields::Of(doc, "job", {"apiVersion", "kind", "metadata", "spec"});
+  if (!f.ok()) return f.status();
+  if (!f->Has("metadata")) return Missing(f->loc(), "metadata");
+  UNIPOOL_RETURN_IF_ERROR(ReadNativeMetadata(f->Get("metadata"), job));
+  if (!f->Has("spec")) return Missing(f->loc(), "spec");
+  return ReadNativeSpec(f->Get("spec"), job);
+}
+
+}  // namespace unipool::io::spec_internal

@@ -1,0 +1,304 @@
+// The storage form of a JobRequest (the server's store): a JSON object that
+// holds every field, read back as strictly as the readers check a spec.
+#include <algorithm>
+#include <exception>
+#include <initializer_list>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "io/job_spec_rules.h"
+#include "io/quote.h"
+#include "io/text.h"
+
+namespace unipool::io {
+namespace spec_internal {
+namespace {
+
+// ---- The storage form.
+
+using nlohmann::json;
+
+Status Stored(const std::string& path, const std::string& cause) {
+  return InvalidArgument(OneLine("stored job: " + (path.empty() ? "" : path + ": ") + cause));
+}
+
+// Typed access to one stored JSON object; errors name the member's path.
+class JsonFields {
+ public:
+  static Result<JsonFields> Of(const json& j, std::string path,
+                               std::initializer_list<const char*> allowed) {
+    if (!j.is_object()) return Stored(path, "expected an object");
+    for (const auto& item : j.items()) {
+      if (std::find_if(allowed.begin(), allowed.end(),
+                       [&](const char* a) { return item.key() == a; }) == allowed.end()) {
+        return Stored(Join(path, item.key()), "unknown field");
+      }
+    }
+    return JsonFields(j, std::move(path));
+  }
+
+  const json* Get(const char* key) const {
+    auto it = j_->find(key);
+    return it == j_->end() ? nullptr : &*it;
+  }
+  std::string PathOf(const char* key) const { return Join(path_, key); }
+
+  Status String(const char* key, std::string* out, bool required = false) const {
+    const json* v = Get(key);
+    if (v == nullptr) return required ? Stored(PathOf(key), "missing") : Status::Ok();
+    return ReadString(*v, PathOf(key), out);
+  }
+
+  Status Int(const char* key, int64_t* out, int64_t min, int64_t max, bool required = false) const {
+    const json* v = Get(key);
+    if (v == nullptr) return required ? Stored(PathOf(key), "missing") : Status::Ok();
+    const std::string want =
+        "expected a whole number from " + std::to_string(min) + " to " + std::to_string(max);
+    if (!v->is_number_integer()) return Stored(PathOf(key), want);
+    int64_t x = 0;
+    if (v->is_number_unsigned()) {
+      const uint64_t u = v->get<uint64_t>();
+      if (u > static_cast<uint64_t>(max)) return Stored(PathOf(key), want);
+      x = static_cast<int64_t>(u);
+    } else {
+      x = v->get<int64_t>();
+    }
+    if (x < min || x > max) return Stored(PathOf(key), want);
+    *out = x;
+    return Status::Ok();
+  }
+
+  Status Int32(const char* key, int32_t* out, int32_t min, int32_t max) const {
+    int64_t v = *out;
+    UNIPOOL_RETURN_IF_ERROR(Int(key, &v, min, max));
+    *out = static_cast<int32_t>(v);
+    return Status::Ok();
+  }
+
+  Status Nanos(const char* key, Duration* out) const {
+    int64_t v = out->value();
+    UNIPOOL_RETURN_IF_ERROR(Int(key, &v, 0, INT64_MAX));
+    *out = Nanoseconds(v);
+    return Status::Ok();
+  }
+
+  Status Bool(const char* key, bool* out) const {
+    const json* v = Get(key);
+    if (v == nullptr) return Status::Ok();
+    if (!v->is_boolean()) return Stored(PathOf(key), "expected true or false");
+    *out = v->get<bool>();
+    return Status::Ok();
+  }
+
+  Status List(const char* key, Strings* out, bool required = false) const {
+    const json* v = Get(key);
+    if (v == nullptr) return required ? Stored(PathOf(key), "missing") : Status::Ok();
+    if (!v->is_array() || v->size() > kMaxListEntries) {
+      return Stored(PathOf(key),
+                    "expected a list of at most " + std::to_string(kMaxListEntries) + " strings");
+    }
+    out->assign(v->size(), "");
+    for (size_t i = 0; i < v->size(); ++i) {
+      UNIPOOL_RETURN_IF_ERROR(ReadString((*v)[i], Index(PathOf(key), i), &(*out)[i]));
+    }
+    return Status::Ok();
+  }
+
+  // A list of {first: string, second: string}.
+  Status PairList(const char* key, const char* first, const char* second, size_t max,
+                  Pairs* out) const {
+    const json* v = Get(key);
+    if (v == nullptr) return Status::Ok();
+    if (!v->is_array() || v->size() > max) {
+      return Stored(PathOf(key), "expected a list of at most " + std::to_string(max) + " entries");
+    }
+    out->assign(v->size(), {});
+    for (size_t i = 0; i < v->size(); ++i) {
+      Result<JsonFields> e = Of((*v)[i], Index(PathOf(key), i), {first, second});
+      if (!e.ok()) return e.status();
+      UNIPOOL_RETURN_IF_ERROR(e->String(first, &(*out)[i].first, true));
+      UNIPOOL_RETURN_IF_ERROR(e->String(second, &(*out)[i].second, true));
+    }
+    return Status::Ok();
+  }
+
+ private:
+  JsonFields(const json& j, std::string path) : j_(&j), path_(std::move(path)) {}
+
+  static Status ReadString(const json& v, const std::string& path, std::string* out) {
+    if (!v.is_string()) return Stored(path, "expected a string");
+    *out = v.get<std::string>();
+    const std::string problem = StringProblem(*out);
+    return problem.empty() ? Status::Ok() : Stored(path, problem);
+  }
+
+  const json* j_;  // not owned
+  std::string path_;
+};
+
+Status ReadStoredProcess(const JsonFields& f, JobRequest* r) {
+  UNIPOOL_RETURN_IF_ERROR(f.String("name", &r->name, true));
+  UNIPOOL_RETURN_IF_ERROR(f.PairList("labels", "key", "value", kMaxLabels, &r->labels));
+  UNIPOOL_RETURN_IF_ERROR(f.List("command", &r->command, true));
+  UNIPOOL_RETURN_IF_ERROR(f.List("args", &r->args));
+  UNIPOOL_RETURN_IF_ERROR(f.PairList("env", "name", "value", kMaxListEntries, &r->env));
+  UNIPOOL_RETURN_IF_ERROR(f.String("workingDir", &r->working_dir));
+  UNIPOOL_RETURN_IF_ERROR(f.String("image", &r->image));
+  UNIPOOL_RETURN_IF_ERROR(f.List("volumes", &r->volumes));
+  return f.String("sourceKind", &r->source_kind);
+}
+
+Status ReadStoredLaunch(const JsonFields& f, LaunchMode* out) {
+  std::string s = LaunchModeName(*out);
+  UNIPOOL_RETURN_IF_ERROR(f.String("launch", &s));
+  if (s == "per-gpu") {
+    *out = LaunchMode::kPerGpu;
+  } else if (s == "per-node") {
+    *out = LaunchMode::kPerNode;
+  } else {
+    return Stored("launch", "expected per-gpu or per-node, got " + Quote(s));
+  }
+  return Status::Ok();
+}
+
+Status ReadStoredScheduling(const JsonFields& f, JobRequest* r) {
+  UNIPOOL_RETURN_IF_ERROR(f.Int("gpus", &r->gpus, 1, kMaxJobGpus, true));
+  UNIPOOL_RETURN_IF_ERROR(f.Int32("gpusPerNode", &r->gpus_per_node, 0, kMaxGpusPerNode));
+  UNIPOOL_RETURN_IF_ERROR(f.Int("minGpus", &r->min_gpus, 0, r->gpus));
+  UNIPOOL_RETURN_IF_ERROR(ReadStoredLaunch(f, &r->launch));
+  UNIPOOL_RETURN_IF_ERROR(f.String("queue", &r->queue));
+  UNIPOOL_RETURN_IF_ERROR(f.String("priorityClass", &r->priority_class));
+  UNIPOOL_RETURN_IF_ERROR(f.Int32("priority", &r->priority, -kMaxPriority, kMaxPriority));
+  UNIPOOL_RETURN_IF_ERROR(f.Bool("preemptible", &r->preemptible));
+  UNIPOOL_RETURN_IF_ERROR(f.String("within", &r->within));
+  UNIPOOL_RETURN_IF_ERROR(f.String("partition", &r->partition));
+  UNIPOOL_RETURN_IF_ERROR(f.String("dataLocality", &r->data_locality));
+  UNIPOOL_RETURN_IF_ERROR(f.Nanos("progressTimeoutNs", &r->progress_timeout));
+  return f.Nanos("timeLimitNs", &r->time_limit);
+}
+
+Status ReadStoredRecovery(const JsonFields& f, JobRequest* r) {
+  if (const json* restart = f.Get("restart")) {
+    Result<JsonFields> rf = JsonFields::Of(*restart, "restart", {"maxRestarts", "backoffNs"});
+    if (!rf.ok()) return rf.status();
+    UNIPOOL_RETURN_IF_ERROR(rf->Int32("maxRestarts", &r->restart.max_restarts, 0, kMaxRestarts));
+    UNIPOOL_RETURN_IF_ERROR(rf->Nanos("backoffNs", &r->restart.backoff));
+  }
+  UNIPOOL_RETURN_IF_ERROR(f.String("checkpointDir", &r->checkpoint_dir));
+  return f.Nanos("checkpointIntervalNs", &r->checkpoint_interval);
+}
+
+// The rules that cross fields, as the readers enforce them.
+Status CheckStored(const JobRequest& r) {
+  if (!IsDnsLabel(r.name)) return Stored("name", std::string("expected ") + kNameRule);
+  if (r.command.empty() || r.command[0].empty()) {
+    return Stored("command", "expected a non-empty list starting with a program");
+  }
+  std::set<std::string> names;
+  for (size_t i = 0; i < r.env.size(); ++i) {
+    if (!IsEnvName(r.env[i].first) || !names.insert(r.env[i].first).second) {
+      return Stored(Index("env", i) + ".name", std::string("expected a unique ") + kEnvNameRule);
+    }
+  }
+  for (size_t i = 0; i < r.labels.size(); ++i) {
+    if (r.labels[i].first.empty() || (i > 0 && r.labels[i - 1].first >= r.labels[i].first)) {
+      return Stored(Index("labels", i) + ".key", "expected non-empty keys, sorted and unique");
+    }
+  }
+  if (r.gpus_per_node > 0 && r.gpus % r.gpus_per_node != 0) {
+    return Stored("gpusPerNode", "does not divide gpus");
+  }
+  if (!IsPriorityClass(r.priority_class)) {
+    return Stored("priorityClass", "expected \"\", low, normal or high");
+  }
+  if (r.queue.empty()) return Stored("queue", "expected a non-empty string");
+  return Status::Ok();
+}
+
+Result<JobRequest> FromJson(const json& j) {
+  Result<JsonFields> f = JsonFields::Of(j, "",
+                                        {"name",
+                                         "labels",
+                                         "command",
+                                         "args",
+                                         "env",
+                                         "workingDir",
+                                         "gpus",
+                                         "gpusPerNode",
+                                         "queue",
+                                         "priorityClass",
+                                         "priority",
+                                         "preemptible",
+                                         "minGpus",
+                                         "restart",
+                                         "checkpointDir",
+                                         "checkpointIntervalNs",
+                                         "within",
+                                         "partition",
+                                         "dataLocality",
+                                         "volumes",
+                                         "timeLimitNs",
+                                         "launch",
+                                         "image",
+                                         "sourceKind",
+                                         "progressTimeoutNs"});
+  if (!f.ok()) return f.status();
+  JobRequest r;
+  UNIPOOL_RETURN_IF_ERROR(ReadStoredProcess(*f, &r));
+  UNIPOOL_RETURN_IF_ERROR(ReadStoredScheduling(*f, &r));
+  UNIPOOL_RETURN_IF_ERROR(ReadStoredRecovery(*f, &r));
+  UNIPOOL_RETURN_IF_ERROR(CheckStored(r));
+  return r;
+}
+
+json PairsToJson(const Pairs& pairs, const char* first, const char* second) {
+  json out = json::array();
+  for (const auto& [a, b] : pairs) out.push_back({{first, a}, {second, b}});
+  return out;
+}
+
+}  // namespace
+}  // namespace spec_internal
+
+nlohmann::json JobRequestToJson(const JobRequest& r) {
+  using nlohmann::json;
+  using spec_internal::PairsToJson;
+  return json{
+      {"name", r.name},
+      {"labels", PairsToJson(r.labels, "key", "value")},
+      {"command", r.command},
+      {"args", r.args},
+      {"env", PairsToJson(r.env, "name", "value")},
+      {"workingDir", r.working_dir},
+      {"gpus", r.gpus},
+      {"gpusPerNode", r.gpus_per_node},
+      {"queue", r.queue},
+      {"priorityClass", r.priority_class},
+      {"priority", r.priority},
+      {"preemptible", r.preemptible},
+      {"minGpus", r.min_gpus},
+      {"restart",
+       {{"maxRestarts", r.restart.max_restarts}, {"backoffNs", r.restart.backoff.value()}}},
+      {"checkpointDir", r.checkpoint_dir},
+      {"checkpointIntervalNs", r.checkpoint_interval.value()},
+      {"within", r.within},
+      {"partition", r.partition},
+      {"dataLocality", r.data_locality},
+      {"volumes", r.volumes},
+      {"timeLimitNs", r.time_limit.value()},
+      {"progressTimeoutNs", r.progress_timeout.value()},
+      {"launch", LaunchModeName(r.launch)},
+      {"image", r.image},
+      {"sourceKind", r.source_kind},
+  };
+}
+
+Result<JobRequest> JobRequestFromJson(const nlohmann::json& j) {
+  try {
+    return spec_internal::FromJson(j);
+  } catch (const std::exception& e) {  // defensive: the checks above should prevent any
+    return InvalidArgument(OneLine(std::string("stored job: cannot read: ") + e.what()));
+  }
+}
+
+}  // namespace unipool::io
