@@ -1,13 +1,17 @@
 #include "agent/agent.h"
 
+#include <fcntl.h>
 #include <httplib.h>
 #include <openssl/rand.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -49,6 +53,13 @@ std::pair<int, std::string> Shell(const std::string& cmd) {
 }
 
 }  // namespace
+
+std::string ReadTokenFile(const std::string& path) {
+  std::ifstream in(path);
+  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
+  return s;
+}
 
 std::string GpuHealthFrom(int exit_code, const std::string& csv) {
   if (exit_code != 0) return "nvidia-smi failed: " + csv.substr(0, 200);
@@ -99,6 +110,7 @@ struct Agent::LocalRun {
   bool rank0 = false;        // this node runs global rank 0
   int grace_s = 30;
   std::string dir;
+  Workplace place;  // who its processes are, where they work
   ProcessGroup run;
   std::vector<std::pair<std::string, int64_t>> reports;  // report file, bytes read
   std::string report0;                                   // global rank 0's report file
@@ -117,6 +129,13 @@ struct Agent::LocalRun {
 Agent::Agent(AgentOptions options, server::Logger& log) : options_(std::move(options)), log_(log) {
   if (options_.checkpoint_root.empty())
     options_.checkpoint_root = options_.work_dir + "/checkpoints";
+  if (options_.job_dirs.empty()) {
+    options_.job_dirs = {options_.checkpoint_root, "/home", "/scratch", "/tmp"};
+  }
+  for (std::string& d : options_.job_dirs) {  // absolute and normalized, as jobs' paths are
+    Result<std::string> abs = ResolveJobPath(d, fs::current_path().string(), "--job-dirs");
+    if (abs.ok()) d = *abs;
+  }
 }
 
 Agent::~Agent() {
@@ -154,19 +173,21 @@ Status Agent::Start() {
   fs::create_directories(options_.work_dir, ec);
   if (ec) return InvalidArgument("--work-dir " + options_.work_dir + ": " + ec.message());
   StartContainment();
-  auto c = Client(options_.join_token, 10);
-  auto r = c->Post("/v1/nodes/" + options_.node + "/join", Json{{"gpus", options_.gpus}}.dump(),
-                   "application/json");
-  if (!r) return Unavailable("cannot reach the server at " + options_.server);
-  const Json body = Json::parse(r->body, nullptr, false);
-  if (r->status != 200) {
-    std::string msg = "HTTP " + std::to_string(r->status);
-    if (body.is_object() && body.contains("error")) msg = body["error"].value("message", msg);
-    return Status(r->status == 401 || r->status == 403 ? StatusCode::kPermissionDenied
-                                                       : StatusCode::kInvalidArgument,
-                  "join refused: " + msg);
+  if (geteuid() != 0) {
+    log_.Info("agent",
+              "not running as root: every job runs as this agent's user; jobs whose runAs "
+              "names another user do not start here",
+              {{"uid", static_cast<int64_t>(geteuid())}});
   }
-  token_ = body.value("token", "");
+  // The node's own token first (a restarted agent: it rotates), else the
+  // join token (a first join, or the own token was revoked).
+  Result<std::string> token = PermissionDenied("no node token");
+  if (const std::string own = ReadTokenFile(TokenPath()); !own.empty()) token = Join(own);
+  if (!token.ok() && token.status().code() == StatusCode::kPermissionDenied) {
+    token = Join(options_.join_token);
+  }
+  if (!token.ok()) return token.status();
+  UNIPOOL_RETURN_IF_ERROR(UseToken(*token));
   secret_ = RandomHex(24);
 
   http_ = std::make_unique<httplib::Server>();
@@ -257,12 +278,76 @@ void Agent::HealthLoop() {
   }
 }
 
+std::string Agent::TokenPath() const { return options_.work_dir + "/node.token"; }
+
+Result<std::string> Agent::Join(const std::string& token) const {
+  auto c = Client(token, 10);
+  auto r = c->Post("/v1/nodes/" + options_.node + "/join", Json{{"gpus", options_.gpus}}.dump(),
+                   "application/json");
+  if (!r) return Unavailable("cannot reach the server at " + options_.server);
+  const Json body = Json::parse(r->body, nullptr, false);
+  if (r->status == 200 && body.is_object() && body.value("token", "") != "") {
+    return body["token"].get<std::string>();
+  }
+  std::string msg = "HTTP " + std::to_string(r->status);
+  if (body.is_object() && body.contains("error")) msg = body["error"].value("message", msg);
+  return Status(r->status == 401 || r->status == 403 ? StatusCode::kPermissionDenied
+                : r->status == 409                   ? StatusCode::kFailedPrecondition
+                                                     : StatusCode::kInvalidArgument,
+                "join refused: " + msg);
+}
+
+// Keeps the node's token (memory, and its file: owner-only) for every
+// later call; loops that hold a client make a new one.
+Status Agent::UseToken(const std::string& token) {
+  const std::string path = TokenPath(), tmp = path + ".tmp";
+  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  const bool written =
+      fd >= 0 && write(fd, token.data(), token.size()) == static_cast<ssize_t>(token.size());
+  if (fd >= 0) close(fd);
+  if (!written || rename(tmp.c_str(), path.c_str()) != 0) {
+    return Unavailable("cannot write the node's token to " + path);
+  }
+  std::lock_guard lock(token_mu_);
+  token_ = token;
+  ++token_gen_;
+  return Status::Ok();
+}
+
+std::string Agent::Token() const {
+  std::lock_guard lock(token_mu_);
+  return token_;
+}
+
+// The server no longer takes this node's token: another agent joined as
+// this node, or an admin re-joined or revoked it. Joins again with the join
+// token where the server allows it (no live agent holds the node).
+void Agent::Rejoin() {
+  Result<std::string> token = Join(options_.join_token);
+  if (token.ok()) token = UseToken(*token).ok() ? token : Result<std::string>(token.status());
+  if (token.ok()) {
+    log_.Warn("agent", "this node's token had been replaced; joined again",
+              {{"node", options_.node}});
+    return;
+  }
+  log_.Error("agent",
+             "the server refuses this node's token (another agent joined as this node, or an "
+             "admin re-joined or revoked it), and joining again failed: " +
+                 token.status().message(),
+             {{"node", options_.node}});
+}
+
 void Agent::HeartbeatLoop() {
-  auto c = Client(token_, 5);
+  int64_t gen = token_gen_;
+  auto c = Client(Token(), 5);
   const int64_t period = options_.heartbeat.value() / 1000000;
   int64_t peers_ms = -1000000;
   while (!quit_) {
     const int64_t t0 = SteadyMs();
+    if (gen != token_gen_) {
+      gen = token_gen_;
+      c = Client(Token(), 5);
+    }
     // With an outage grace, the peers to ask are refreshed every 10 s.
     const bool peers = options_.outage_grace.value() > 0 && t0 - peers_ms >= 10000;
     auto r = c->Post("/v1/nodes/" + options_.node + "/heartbeat" + (peers ? "?peers=1" : ""),
@@ -280,6 +365,8 @@ void Agent::HeartbeatLoop() {
       if (!peers && options_.outage_grace.value() > 0 && LiveNodesChanged(r->body)) {
         peers_ms = -1000000;  // ask for the peers with the next beat
       }
+    } else if (r && r->status == 401) {
+      Rejoin();
     } else {
       log_.Warn(
           "agent", "heartbeat failed",
@@ -293,13 +380,20 @@ void Agent::HeartbeatLoop() {
 
 // Long-polls this node's assignments and hands each answer to Run().
 void Agent::WatchLoop() {
-  auto c = Client(token_, 40);
+  int64_t gen = token_gen_;
+  auto c = Client(Token(), 40);
   {
     std::lock_guard lock(mu_);
     watch_client_ = c.get();
   }
   int64_t revision = 0;
   while (!stop_) {
+    if (gen != token_gen_) {
+      gen = token_gen_;
+      std::lock_guard lock(mu_);
+      c = Client(Token(), 40);
+      watch_client_ = c.get();
+    }
     std::string jobs;
     {
       std::lock_guard lock(mu_);
@@ -492,18 +586,81 @@ void Agent::ConfirmGone(int64_t job, int64_t generation) {
              options_.node);
 }
 
-std::vector<ProcessSpec> Agent::Processes(const Json& a, LocalRun& run) const {
+// Who the run's processes are and where they work (identity.h), from the
+// assignment: errors say why the run may not start here.
+Result<Agent::Workplace> Agent::WorkplaceOf(const Json& a) const {
+  const Json& spec = a["spec"];
+  const Json id = a.value("identity", Json::object());
+  RunAsRequest req{id.value("runAs", ""), id.value("tenant", false), id.value("allowRoot", false)};
+  Result<Identity> who = DecideIdentity(req, geteuid());
+  if (!who.ok()) return who.status();
+  Workplace w{*who, "", "", {}};
+  const bool tenant = req.tenant;
+  // A relative path is the job's home's (the agent's directory for its own user).
+  const std::string base = who->switch_user ? who->home : fs::current_path().string();
+  if (const std::string dir = spec.value("workingDir", ""); !dir.empty()) {
+    Result<std::string> wd = ResolveJobPath(dir, base, "spec.workingDir");
+    if (!wd.ok()) return wd.status();
+    if (tenant) UNIPOOL_RETURN_IF_ERROR(CheckUnderRoots(*wd, options_.job_dirs, "spec.workingDir"));
+    w.working_dir = *wd;
+  } else if (who->switch_user) {  // the user's home, as a login would
+    w.working_dir = fs::is_directory(who->home) ? who->home : "/";
+  }
+  if (const std::string dir = spec.value("checkpointDir", ""); !dir.empty()) {
+    Result<std::string> c =
+        ResolveJobPath(dir, w.working_dir.empty() ? base : w.working_dir, "spec.checkpoint.dir");
+    if (!c.ok()) return c.status();
+    if (tenant)
+      UNIPOOL_RETURN_IF_ERROR(CheckUnderRoots(*c, options_.job_dirs, "spec.checkpoint.dir"));
+    w.checkpoint_dir = *c;
+    w.make_dirs.push_back(*c);  // made by the job's user, never by the agent
+  } else {
+    w.checkpoint_dir = options_.checkpoint_root + "/job-" + a["id"].dump();
+    UNIPOOL_RETURN_IF_ERROR(MakeCheckpointDir(w.checkpoint_dir, *who));
+  }
+  return w;
+}
+
+// The default checkpoint directory, made by the agent (its root is the
+// agent's) and given to the job's user, mode 0700; refused when it exists
+// and belongs to someone else.
+Status Agent::MakeCheckpointDir(const std::string& dir, const Identity& who) const {
+  std::error_code ec;
+  fs::create_directories(options_.checkpoint_root, ec);
+  if (who.switch_user && options_.checkpoint_root == options_.work_dir + "/checkpoints") {
+    chmod(options_.checkpoint_root.c_str(), 0711);  // the agent's own: others list nothing
+  }
+  fs::create_directory(dir, ec);
+  struct stat st;
+  if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return FailedPrecondition("cannot create the checkpoint directory " + dir);
+  }
+  if (!who.switch_user) return Status::Ok();
+  if (st.st_uid != who.uid && st.st_uid != 0) {
+    return FailedPrecondition("checkpoint directory " + dir + " belongs to uid " +
+                              std::to_string(st.st_uid) + ", not the job's user " + who.user);
+  }
+  if (chown(dir.c_str(), who.uid, who.gid) != 0 || chmod(dir.c_str(), 0700) != 0) {
+    return FailedPrecondition("cannot give the checkpoint directory " + dir + " to " + who.user);
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<ProcessSpec>> Agent::Processes(const Json& a, LocalRun& run) const {
   const Json& spec = a["spec"];
   const Json& world = a["world"];
   const int64_t id = a["id"];
   std::vector<std::string> argv = spec["command"].get<std::vector<std::string>>();
   for (const Json& arg : spec.value("args", Json::array())) argv.push_back(arg);
-  std::string ckpt = spec.value("checkpointDir", "");
-  if (ckpt.empty()) ckpt = options_.checkpoint_root + "/job-" + std::to_string(id);
   const bool per_node = spec.value("launch", "per-gpu") == "per-node";
   std::vector<ProcessSpec> out;
   for (const Json& t : a["tasks"]) {
     if (t["node"] != options_.node) continue;
+    if (out.empty()) {
+      Result<Workplace> w = WorkplaceOf(a);
+      if (!w.ok()) return w.status();
+      run.place = std::move(w).value();
+    }
     const std::vector<int> gpus = t["gpus"];
     std::string visible;
     for (int g : gpus) visible += (visible.empty() ? "" : ",") + std::to_string(g);
@@ -513,11 +670,21 @@ std::vector<ProcessSpec> Agent::Processes(const Json& a, LocalRun& run) const {
       ProcessSpec p;
       p.argv = argv;
       p.rank = static_cast<int>(first + local);
-      p.working_dir = spec.value("workingDir", "");
+      p.working_dir = run.place.working_dir;
+      p.as = run.place.who;
+      p.make_dirs = run.place.make_dirs;
       p.log_path = run.dir + "/rank-" + std::to_string(p.rank) + ".log";
       p.log_limits = options_.logs;
       const std::string report = run.dir + "/report-rank-" + std::to_string(p.rank) + ".jsonl";
-      p.env = {{"MASTER_ADDR", world["masterAddr"]},
+      // The node's base, then the job's variables, then the launch's own
+      // (which the job cannot change: its GPUs, ranks and the agent's tags).
+      p.env = BaseEnvironment(p.as, environ);
+      p.env.emplace_back("PYTHONUNBUFFERED", "1");
+      for (const Json& e : spec.value("env", Json::array())) {
+        p.env.emplace_back(e.value("name", ""), e.value("value", ""));
+      }
+      for (auto& kv : std::vector<std::pair<std::string, std::string>>{
+               {"MASTER_ADDR", world["masterAddr"]},
                {"MASTER_PORT", std::to_string(world["masterPort"].get<int>())},
                {"WORLD_SIZE", std::to_string(world["worldSize"].get<int64_t>())},
                {"RANK", std::to_string(p.rank)},
@@ -531,12 +698,10 @@ std::vector<ProcessSpec> Agent::Processes(const Json& a, LocalRun& run) const {
                {"UNIPOOL_JOB_ID", std::to_string(id)},
                {"UNIPOOL_JOB_NAME", a.value("name", "")},
                {"UNIPOOL_RESTART_COUNT", std::to_string(run.generation - 1)},
-               {"UNIPOOL_CHECKPOINT_DIR", ckpt},
+               {"UNIPOOL_CHECKPOINT_DIR", run.place.checkpoint_dir},
                {"UNIPOOL_REPORT_FILE", report},
-               {"UNIPOOL_NODE", options_.node},
-               {"PYTHONUNBUFFERED", "1"}};
-      for (const Json& e : spec.value("env", Json::array())) {
-        p.env.emplace_back(e.value("name", ""), e.value("value", ""));
+               {"UNIPOOL_NODE", options_.node}}) {
+        p.env.push_back(std::move(kv));
       }
       run.reports.emplace_back(report, 0);
       if (p.rank == 0) run.report0 = report;
@@ -544,9 +709,36 @@ std::vector<ProcessSpec> Agent::Processes(const Json& a, LocalRun& run) const {
       out.push_back(std::move(p));
     }
   }
-  std::error_code ec;
-  fs::create_directories(ckpt, ec);
   return out;
+}
+
+// The run's directory: logs the agent's user alone reads (mode 0600), and
+// each process's report file, which its user may write. With a user switch
+// the directories are 0711: the job reaches its own report file by name,
+// and lists nothing.
+Status Agent::PrepareRunDir(const LocalRun& run) const {
+  std::error_code ec;
+  fs::create_directories(run.dir, ec);
+  if (ec) return Unavailable("cannot create " + run.dir + ": " + ec.message());
+  // (As root every run may be another user's: the modes do not depend on
+  // this run, so one run cannot shut another out.)
+  const bool shared = geteuid() == 0;
+  const fs::perms mode = shared
+                             ? fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec
+                             : fs::perms::owner_all;
+  for (const fs::path& d : {fs::path(options_.work_dir), fs::path(options_.work_dir) / "jobs",
+                            fs::path(run.dir).parent_path(), fs::path(run.dir)}) {
+    fs::permissions(d, mode, ec);
+  }
+  for (const auto& [report, offset] : run.reports) {
+    const int fd = open(report.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) return Unavailable("cannot create " + report + ": " + std::strerror(errno));
+    const bool given =
+        !run.place.who.switch_user || fchown(fd, run.place.who.uid, run.place.who.gid) == 0;
+    close(fd);
+    if (!given) return Unavailable("cannot give " + report + " to " + run.place.who.user);
+  }
+  return Status::Ok();
 }
 
 void Agent::StartRun(const Json& a) {
@@ -567,21 +759,24 @@ void Agent::StartRun(const Json& a) {
            "the agent of " + options_.node + " restarted; this run's processes were lost");
     return;
   }
-  std::vector<ProcessSpec> procs = Processes(a, *run);
-  if (procs.empty()) return;
-  // The run's logs and reports: the agent's user only (jobs may log secrets).
-  std::error_code ec;
-  fs::create_directories(run->dir, ec);
-  for (const std::string& d : {options_.work_dir + "/jobs", run->dir}) {
-    fs::permissions(d, fs::perms::owner_all, ec);
+  Result<std::vector<ProcessSpec>> listed = Processes(a, *run);
+  Status st = listed.ok() ? Status::Ok() : listed.status();
+  if (st.ok() && listed->empty()) return;  // nothing of it runs here
+  if (st.ok()) st = PrepareRunDir(*run);
+  if (!st.ok()) {
+    log_.Warn("agent", "run refused: " + st.message(), {{"job", id}, {"node", options_.node}});
+    Report(id, run->generation, "failed", "cannot start on " + options_.node + ": " + st.message());
+    done_[id] = run->generation;
+    return;
   }
+  std::vector<ProcessSpec> procs = std::move(listed).value();
   const std::string cgroup = contain_->PrepareRun(id, run->generation);
   for (ProcessSpec& p : procs) {
     p.cgroup_procs = cgroup;
     p.env.emplace_back("UNIPOOL_FENCE", contain_->RunTag(id, run->generation));
   }
   run->fences_at_start = FenceCount();
-  Status st = run->run.Start(procs);
+  st = run->run.Start(procs);
   log_.Info("agent", st.ok() ? "started" : "start failed: " + st.message(),
             {{"job", id},
              {"generation", run->generation},
@@ -665,6 +860,7 @@ void Agent::CheckHung(int64_t job, LocalRun& run) {
     auto [code, out] = Shell("env UNIPOOL_JOB_ID=" + std::to_string(job) + " UNIPOOL_PIDS='" +
                              pids + "' sh -c " + quoted);
     std::ofstream(run.dir + "/hang-hook.txt") << out << "\n";
+    chmod((run.dir + "/hang-hook.txt").c_str(), 0600);
     why += "; hang hook exit " + std::to_string(code) + " (output in the run's hang-hook.txt)";
   }
   log_.Warn("agent", why, {{"job", job}, {"node", options_.node}});
@@ -744,13 +940,13 @@ bool Agent::Report(int64_t job, int64_t generation, const std::string& kind, con
   const bool final = kind == "succeeded" || kind == "failed" || kind == "stopped" ||
                      kind == "disrupted" || kind == "hung";
   if (final) unacked_[job] = Pending{generation, kind, msg, data};
-  auto c = Client(token_, 3);
+  auto c = Client(Token(), 3);
   Json body{{"generation", generation}, {"kind", kind}, {"message", msg}};
   if (data.is_object()) body["data"] = data;
   for (int attempt = 0; attempt < (final ? 2 : 1); ++attempt) {
     auto r =
         c->Post("/v1/jobs/" + std::to_string(job) + "/report", body.dump(), "application/json");
-    if (r && r->status < 500) {
+    if (r && r->status < 500 && r->status != 401) {  // (401: kept until a new token)
       if (r->status != 200 && kind != "progress") {
         log_.Info("agent", "report not taken: " + r->body.substr(0, 200),
                   {{"job", job}, {"kind", kind}});

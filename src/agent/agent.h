@@ -40,6 +40,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "agent/containment.h"
 #include "agent/launcher.h"
@@ -65,6 +66,9 @@ struct AgentOptions {
   std::string address = "127.0.0.1";  // where other nodes reach this one
   std::string work_dir = "unipool-agent";
   std::string checkpoint_root;  // default for jobs without one; "" = work_dir/checkpoints
+  // Where tenants' jobs may work and keep checkpoints (identity.h); empty:
+  // checkpoint_root, /home, /scratch and /tmp.
+  std::vector<std::string> job_dirs;
   Duration heartbeat = Seconds(5);
   Duration lease = Seconds(30);  // the server's --node-lease
   std::string health_check;      // a program: exit 0 healthy, else its output says why
@@ -83,6 +87,10 @@ struct AgentOptions {
   // 'for p in $UNIPOOL_PIDS; do py-spy dump --pid $p; done'.
   std::string hang_hook;
 };
+
+// The token in a file (its first line, trailing space removed); "" when
+// the file cannot be read.
+std::string ReadTokenFile(const std::string& path);
 
 // GPUs found by `nvidia-smi` (-1 when it is missing or fails).
 int DiscoverGpus();
@@ -105,11 +113,25 @@ class Agent {
 
  private:
   struct LocalRun;
+  struct Workplace {  // of one run on this node
+    Identity who;
+    std::string working_dir;             // "" = the agent's
+    std::string checkpoint_dir;          // UNIPOOL_CHECKPOINT_DIR
+    std::vector<std::string> make_dirs;  // made by the job's user
+  };
   void HeartbeatLoop();
   void WatchLoop();
   void HealthLoop();
   void FenceLoop();
   std::unique_ptr<httplib::Client> Client(const std::string& token, int read_timeout_s) const;
+  // The node's token: joins with `token` (a join token, the node's own or an
+  // admin's) and returns the new one. Errors: kPermissionDenied (refused),
+  // kFailedPrecondition (another agent holds the node), kUnavailable.
+  Result<std::string> Join(const std::string& token) const;
+  Status UseToken(const std::string& token);
+  std::string Token() const;
+  std::string TokenPath() const;  // work_dir/node.token (0600)
+  void Rejoin();
   void StartContainment();
   int64_t FenceMs() const;  // 2/3 of the lease
   // When the tasks must be dead: 2/3 of the lease after the last
@@ -136,15 +158,22 @@ class Agent {
   void RetryReports();
   void CheckHung(int64_t job, LocalRun& run);
   void CleanLogs();
-  std::vector<ProcessSpec> Processes(const Json& a, LocalRun& run) const;
+  // This node's processes of the assignment `a` (none when no task is
+  // here). Errors: the run may not start here (identity.h), say why.
+  Result<std::vector<ProcessSpec>> Processes(const Json& a, LocalRun& run) const;
+  Result<Workplace> WorkplaceOf(const Json& a) const;
+  Status MakeCheckpointDir(const std::string& dir, const Identity& who) const;
+  Status PrepareRunDir(const LocalRun& run) const;
   void ServeLogs();
   std::string Health();
   std::string GpuHealth() const;
 
   AgentOptions options_;
   server::Logger& log_;
-  std::string token_;   // this node's own token
-  std::string secret_;  // what the server presents to read logs
+  mutable std::mutex token_mu_;
+  std::string token_;                  // this node's own token (token_mu_)
+  std::atomic<int64_t> token_gen_{0};  // changes with token_
+  std::string secret_;                 // what the server presents to read logs
   std::string agent_url_;
   std::unique_ptr<httplib::Server> http_;
   std::thread http_thread_, heartbeat_thread_, watch_thread_, health_thread_, fence_thread_,

@@ -1,6 +1,7 @@
 #include "agent/launcher.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -30,6 +31,17 @@ void CopyLines(int fd, const std::string& path, LogLimits limits) {
     log.Write(buf, static_cast<size_t>(n));
   }
   close(fd);
+}
+
+// In the child: drops to `as` for good, or exits 126 saying why.
+void BecomeUser(const Identity& as) {
+  if (setgroups(as.groups.size(), as.groups.data()) != 0 || setgid(as.gid) != 0 ||
+      setuid(as.uid) != 0 || (as.uid != 0 && (setuid(0) == 0 || getuid() != as.uid))) {
+    std::fprintf(stderr, "unipool agent: cannot become user %s (uid %u): %s\n", as.user.c_str(),
+                 static_cast<unsigned>(as.uid), std::strerror(errno));
+    _exit(126);
+  }
+  if (as.uid != 0) prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
 }
 
 const char* SignalName(int sig) {
@@ -142,13 +154,22 @@ Status ProcessGroup::Start(const std::vector<ProcessSpec>& procs) {
         }
       }
       setsid();
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() != parent) _exit(127);  // the agent died before prctl
+      if (p.as.switch_user) BecomeUser(p.as);  // (after the cgroup: root may write it)
+      prctl(PR_SET_PDEATHSIG, SIGKILL);        // (after the user: a change of it clears this)
+      if (getppid() != parent) _exit(127);     // the agent died before prctl
       dup2(pipefd[1], STDOUT_FILENO);
       dup2(pipefd[1], STDERR_FILENO);
       const int devnull = open("/dev/null", O_RDONLY);
       if (devnull >= 0) dup2(devnull, STDIN_FILENO);
+      clearenv();  // nothing of the agent's environment (its tokens) reaches a job
       for (const auto& [k, v] : p.env) setenv(k.c_str(), v.c_str(), 1);
+      for (const std::string& dir : p.make_dirs) {
+        if (const std::string err = MakePrivateDirs(dir); !err.empty()) {
+          std::fprintf(stderr, "unipool agent: cannot create %s as %s\n", err.c_str(),
+                       p.as.user.c_str());
+          _exit(126);
+        }
+      }
       if (!p.working_dir.empty() && chdir(p.working_dir.c_str()) != 0) {
         std::fprintf(stderr, "unipool agent: cannot enter working directory %s: %s\n",
                      p.working_dir.c_str(), std::strerror(errno));

@@ -2,8 +2,9 @@
 // distributed training expects them, and watches them.
 //
 // Each process gets its own process group (so a stop reaches everything it
-// started), joins its run's cgroup when it has one (containment.h), dies
-// with the agent (PR_SET_PDEATHSIG; what it started is the watchdog's), and
+// started), joins its run's cgroup when it has one (containment.h), becomes
+// the job's user (identity.h) with exactly the environment given, dies with
+// the agent (PR_SET_PDEATHSIG; what it started is the watchdog's), and
 // writes stdout and stderr to a per-rank log (log_file.h: capped, rotated),
 // each line prefixed with an RFC 3339 timestamp.
 //
@@ -19,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "agent/identity.h"
 #include "agent/log_file.h"
 #include "core/base/status.h"
 
@@ -27,12 +29,18 @@ namespace unipool::agent {
 // One process to start.
 struct ProcessSpec {
   std::vector<std::string> argv;                         // argv[0] looked up in PATH
-  std::vector<std::pair<std::string, std::string>> env;  // added to the agent's environment
+  std::vector<std::pair<std::string, std::string>> env;  // the whole environment (in order)
   std::string working_dir;                               // "" = the agent's
   std::string log_path;
   int rank = 0;              // the lowest global rank it runs (its log's name)
   std::string cgroup_procs;  // a cgroup.procs to join before exec; "" = none
   LogLimits log_limits;
+  // Who it runs as: with as.switch_user, the process takes as's groups, gid
+  // and uid (and PR_SET_NO_NEW_PRIVS unless root) after joining the cgroup.
+  Identity as;
+  // Created as that user (identity.h MakePrivateDirs) before it enters
+  // working_dir: directories the job names, never made by the agent.
+  std::vector<std::string> make_dirs;
 };
 
 // How a process ended, in words a user acts on.

@@ -33,13 +33,7 @@ bool ParseDur(const std::string& flag, const std::string& v, Duration* out) {
   return false;
 }
 
-std::string ReadToken(const std::string& path) {
-  Result<std::string> t = io::ReadFile(path);
-  if (!t.ok()) return "";
-  std::string s = *t;
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
+std::string ReadToken(const std::string& path) { return agent::ReadTokenFile(path); }
 
 // ---- agent -------------------------------------------------------------------
 
@@ -202,9 +196,11 @@ Status LocalTokens(const std::string& data, std::string* admin, std::string* joi
   *join = ReadToken(data + "/join.token");
   if (!admin->empty() && !join->empty() && fs::exists(file)) return Status::Ok();
   fs::remove(file);
-  Result<std::string> a = server::TokenFile::Create(file, "admin", server::Role::kAdmin, {});
+  Result<std::string> a =
+      server::TokenFile::Create(file, {.name = "admin", .role = server::Role::kAdmin});
   if (!a.ok()) return a.status();
-  Result<std::string> j = server::TokenFile::Create(file, "agents", server::Role::kJoin, {});
+  Result<std::string> j =
+      server::TokenFile::Create(file, {.name = "agents", .role = server::Role::kJoin});
   if (!j.ok()) return j.status();
   *admin = *a;
   *join = *j;
@@ -379,6 +375,10 @@ void AddAgentCommands(CLI::App& app, int& exit_code) {
   cmd->add_option("--work-dir", f->opt.work_dir, "logs and run files")->capture_default_str();
   cmd->add_option("--checkpoint-root", f->opt.checkpoint_root,
                   "checkpoints of jobs that name none (shared storage across nodes)");
+  cmd->add_option("--job-dirs", f->opt.job_dirs,
+                  "directories where tenants' jobs may work and keep checkpoints (default: the "
+                  "checkpoint root, /home, /scratch, /tmp)")
+      ->delimiter(',');
   cmd->add_option("--heartbeat", f->heartbeat, "heartbeat period")->capture_default_str();
   cmd->add_option("--lease", f->lease, "the server's --node-lease (fence after 2/3 of it)")
       ->capture_default_str();

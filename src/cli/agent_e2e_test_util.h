@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -113,11 +114,14 @@ class AgentE2eTest : public ::testing::Test {
  protected:
   AgentE2eTest() : AgentE2eTest({}, {}) {}
   // Extra arguments for the server and for every agent.
-  AgentE2eTest(const std::vector<std::string>& server_extra, std::vector<std::string> agent_extra)
+  // `run_as`: the tokens' runAs (TestServer::Options).
+  AgentE2eTest(const std::vector<std::string>& server_extra, std::vector<std::string> agent_extra,
+               std::map<std::string, std::string> run_as = {})
       : server_(TestServer::Options{
             .cluster = "testdata/clusters/local-3x2.yaml",
             .assume_nodes_up = false,
-            .extra_args = Concat({"--node-lease", "3s", "--min-runtime", "0s"}, server_extra)}),
+            .extra_args = Concat({"--node-lease", "3s", "--min-runtime", "0s"}, server_extra),
+            .run_as = std::move(run_as)}),
         agent_extra_(std::move(agent_extra)) {}
   static std::vector<std::string> Concat(std::vector<std::string> a,
                                          const std::vector<std::string>& b) {
@@ -148,12 +152,17 @@ class AgentE2eTest : public ::testing::Test {
     if (pid == 0) {
       freopen((work + ".log").c_str(), "a", stderr);
       freopen("/dev/null", "w", stdout);
+      // The join token in a file (owner-only), as an operator would give
+      // it: on the command line every local user could read it.
+      const std::string join = work + ".join-token";
+      std::ofstream(join) << server_.token("join") << "\n";
+      chmod(join.c_str(), 0600);
       std::vector<std::string> args = {UNIPOOL_BINARY,
                                        "agent",
                                        "--server",
                                        url,
-                                       "--join-token",
-                                       server_.token("join"),
+                                       "--join-token-file",
+                                       join,
                                        "--node",
                                        node,
                                        "--gpus",

@@ -2,10 +2,12 @@
 // others revokes every token it held (node tokens keep working, so running
 // jobs are not disturbed) until it is repaired; `token create` writes 0600.
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
@@ -16,6 +18,7 @@ namespace unipool::testing {
 namespace {
 
 namespace fs = std::filesystem;
+using Json = nlohmann::json;
 
 std::string ReadAll(const std::string& path) {
   std::stringstream ss;
@@ -106,6 +109,68 @@ TEST(ServerAuthTest, TokenCreateWritesOwnerOnly) {
   EXPECT_NE(bad.err.find("--name: expected 1 to 63 lowercase letters"), std::string::npos)
       << bad.err;
   fs::remove_all(dir);
+}
+
+// A join token registers only its nodes, and only a node without a live
+// agent; the node's own token re-joins it (rotating the token) and acts
+// only for that node.
+TEST(ServerAuthTest, JoinTokensRegisterOnlyTheirNodesAndNoLiveOne) {
+  TestServer s;
+  s.Start();
+  const std::string file = s.dir() + "/tokens.yaml";
+  RunResult made = RunUnipool(
+      {"token", "create", "--file", file, "--name", "rack", "--role", "join", "--nodes", "dev-1"});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  std::string rack = made.out;
+  rack.erase(rack.find_last_not_of("\n") + 1);
+  auto call = [&](const std::string& path, const std::string& token, const std::string& body) {
+    httplib::Client c(s.url());
+    auto r = c.Post(path, httplib::Headers{{"Authorization", "Bearer " + token}}, body,
+                    "application/json");
+    return r ? std::pair{r->status, r->body} : std::pair{0, std::string()};
+  };
+  auto join = [&](const std::string& node, const std::string& token) {
+    return call("/v1/nodes/" + node + "/join", token, "{}");
+  };
+  auto beat = [&](const std::string& node, const std::string& token) {
+    return call("/v1/nodes/" + node + "/heartbeat", token, "{\"health\":\"ok\"}").first;
+  };
+  auto [other, why] = join("dev-2", rack);
+  for (int i = 0; i < 100 && other == 401; ++i) {  // the token file is re-read on change
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::tie(other, why) = join("dev-2", rack);
+  }
+  EXPECT_EQ(other, 403);
+  EXPECT_NE(why.find("join token 'rack' may not register node 'dev-2' (its nodes: dev-1)"),
+            std::string::npos)
+      << why;
+  auto [first, body] = join("dev-1", rack);
+  ASSERT_EQ(first, 200) << body;
+  const std::string own = Json::parse(body)["token"];
+  ASSERT_EQ(beat("dev-1", own), 200);
+  auto [again, live] = join("dev-1", rack);
+  EXPECT_EQ(again, 409);
+  EXPECT_NE(live.find("node dev-1 has a live agent"), std::string::npos) << live;
+  // Its own token re-joins it: a new token, the old one stops working.
+  auto [rotated, fresh] = join("dev-1", own);
+  ASSERT_EQ(rotated, 200) << fresh;
+  const std::string next = Json::parse(fresh)["token"];
+  EXPECT_EQ(beat("dev-1", own), 401);
+  EXPECT_EQ(beat("dev-1", next), 200);
+  EXPECT_EQ(join("dev-2", next).first, 403) << "a node's token acts only for its node";
+  EXPECT_EQ(beat("dev-2", next), 403);
+  // Entries that make no sense are refused.
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--name", "x1", "--role", "tenant", "--queues", "team-a",
+                                 "--run-as", "a b"},
+        {"--name", "x2", "--role", "join", "--run-as", "alice"},
+        {"--name", "x3", "--role", "admin", "--nodes", "dev-1"}}) {
+    std::vector<std::string> args = {"token", "create", "--file", file};
+    args.insert(args.end(), bad.begin(), bad.end());
+    RunResult r = RunUnipool(args);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("error: --"), std::string::npos) << r.err;
+  }
 }
 
 }  // namespace

@@ -96,8 +96,8 @@ int RunServer(ServerFlags& f) {
 }
 
 struct TokenFlags {
-  std::string file, name, role;
-  std::vector<std::string> queues;
+  std::string file, name, role, run_as;
+  std::vector<std::string> queues, nodes;
 };
 
 int RunTokenCreate(const TokenFlags& f) {
@@ -106,7 +106,9 @@ int RunTokenCreate(const TokenFlags& f) {
     std::cerr << "error: --role: expected admin, tenant, read-only or join\n";
     return kExitBadInput;
   }
-  Result<std::string> token = server::TokenFile::Create(f.file, f.name, *role, f.queues);
+  server::Principal who{.name = f.name, .role = *role, .run_as = f.run_as, .nodes = f.nodes};
+  who.queues.insert(f.queues.begin(), f.queues.end());
+  Result<std::string> token = server::TokenFile::Create(f.file, who);
   if (!token.ok()) {
     std::cerr << "error: " << token.status().message() << "\n";
     return kExitBadInput;
@@ -172,6 +174,12 @@ void AddServerCommand(CLI::App& app, int& exit_code) {
   create->add_option("--name", t->name, "who the token is for")->required();
   create->add_option("--role", t->role, "admin, tenant, read-only or join")->required();
   create->add_option("--queues", t->queues, "a tenant's queues")->delimiter(',');
+  create->add_option("--run-as", t->run_as,
+                     "user[:group] a tenant's (or admin's) jobs run as on the nodes");
+  create
+      ->add_option("--nodes", t->nodes,
+                   "a join token's nodes: names or patterns with '*' (default: any)")
+      ->delimiter(',');
   create->callback([t, &exit_code] { exit_code = RunTokenCreate(*t); });
 }
 

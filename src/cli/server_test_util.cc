@@ -110,7 +110,10 @@ TestServer::TestServer(Options options) : options_(std::move(options)) {
       {"tenant-a", Role::kTenant, {"team-a"}},
       {"tenant-b", Role::kTenant, {"team-b"}}};
   for (const auto& [name, role, queues] : who) {
-    auto t = server::TokenFile::Create(tokens, name, role, queues);
+    server::Principal p{.name = name, .role = role};
+    p.queues.insert(queues.begin(), queues.end());
+    if (auto it = options_.run_as.find(name); it != options_.run_as.end()) p.run_as = it->second;
+    auto t = server::TokenFile::Create(tokens, p);
     EXPECT_TRUE(t.ok()) << t.status().message();
     tokens_[name] = t.ok() ? *t : "";
   }

@@ -43,7 +43,8 @@ class TestServer {
     std::string cluster = "examples/clusters/devbox.yaml";
     bool assume_nodes_up = true;
     std::vector<std::string> extra_args;
-    std::string data_dir;  // "" = dir()/data
+    std::string data_dir;                       // "" = dir()/data
+    std::map<std::string, std::string> run_as;  // token name -> its runAs
   };
   explicit TestServer(Options options);
   TestServer() : TestServer(Options{}) {}

@@ -2,6 +2,7 @@
 // report (agents) and logs (read through the job's agent).
 #include <httplib.h>
 
+#include "io/job_policy.h"
 #include "server/api_call.h"
 #include "server/records.h"
 
@@ -27,6 +28,8 @@ void ApiServer::SubmitJob(Call& c) {
                             "'"));
     return;
   }
+  const bool tenant = c.who.role == Role::kTenant;
+  if (Status st = io::CheckJobPolicy(r, tenant); !st.ok()) return c.Fail(st);
   if (c.req.get_param_value("dryRun") == "true") {
     if (Status st = control_.Validate(r); !st.ok()) return c.Fail(st);
     c.Reply(
@@ -35,9 +38,8 @@ void ApiServer::SubmitJob(Call& c) {
     return;
   }
   // Tenants are held to their queue's limits; admins are not.
-  const ControlPlane::Limited limited{c.req.body.size()};
-  Result<JobRecord> job =
-      control_.Submit(r, c.who.name, c.who.role == Role::kTenant ? &limited : nullptr);
+  const ControlPlane::Submitter by{c.who.name, tenant, c.req.body.size(), c.who.run_as};
+  Result<JobRecord> job = control_.Submit(r, by);
   if (!job.ok()) {
     c.Fail(job.status());
     return;

@@ -52,10 +52,23 @@ void ApiServer::NodeAction(Call& c) {
   c.Reply(200, NodeToJson(*n));
 }
 
+static std::string NodePatterns(const Principal& p) {
+  std::string out;
+  for (const std::string& n : p.nodes) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+// Join: a join token (for a node without a live agent, within the token's
+// nodes), the node's own agent token (rotates it) or an admin.
 void ApiServer::JoinNode(Call& c) {
   Json body;
-  if (!c.Allow({Role::kAdmin, Role::kJoin}) || !c.Query({}) || !c.Body({"gpus"}, &body, false)) {
+  if (!c.Allow({Role::kAdmin, Role::kJoin, Role::kAgent}) || !c.Query({}) ||
+      !c.OwnNode(c.Path(1)) || !c.Body({"gpus"}, &body, false)) {
     return;
+  }
+  if (c.who.role == Role::kJoin && !c.who.MayJoin(c.Path(1))) {
+    return c.Fail(PermissionDenied("join token '" + c.who.name + "' may not register node '" +
+                                   c.Path(1) + "' (its nodes: " + NodePatterns(c.who) + ")"));
   }
   if (body.contains("gpus")) {
     Result<NodeRecord> n = control_.Node(c.Path(1));
@@ -68,7 +81,7 @@ void ApiServer::JoinNode(Call& c) {
   }
   Result<std::string> token = NewToken();
   if (!token.ok()) return c.Fail(token.status());
-  Status st = control_.Register(c.Path(1), Sha256Hex(*token));
+  Status st = control_.Register(c.Path(1), Sha256Hex(*token), c.who.role != Role::kJoin);
   if (!st.ok()) return c.Fail(st);
   log_.Info("auth", "agent joined", {{"node", c.Path(1)}, {"by", c.who.name}});
   c.Reply(200, Json{{"node", c.Path(1)}, {"token", *token}});

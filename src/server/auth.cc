@@ -1,6 +1,7 @@
 #include "server/auth.h"
 
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <sys/stat.h>
@@ -30,7 +31,67 @@ bool IsHexSha256(const std::string& s) {
   return s.size() == 64 && s.find_first_not_of("0123456789abcdef") == std::string::npos;
 }
 
+bool IsUnixName(const std::string& s) {
+  if (s.empty() || s.size() > 32 || s[0] == '-' || s[0] == '.') return false;
+  return s.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-") ==
+         std::string::npos;
+}
+
+// A node pattern of a join token: node-name characters and '*'.
+bool IsNodePattern(const std::string& s) {
+  return !s.empty() && s.size() <= 253 &&
+         s.find_first_not_of(
+             "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-*") ==
+             std::string::npos;
+}
+
+// Checks what Parse and Create both require of an entry.
+Status CheckEntry(const Principal& p) {
+  if (!io::IsQueueName(p.name))
+    return InvalidArgument(std::string("name: expected ") + io::kQueueNameRule);
+  for (const std::string& q : p.queues) {
+    if (!io::IsQueueName(q)) {
+      return InvalidArgument("queues: '" + q.substr(0, 64) +
+                             "' is not a queue name: " + io::kQueueNameRule);
+    }
+  }
+  if (p.role == Role::kTenant && p.queues.empty()) {
+    return InvalidArgument("queues: a tenant needs at least one queue");
+  }
+  if (!p.run_as.empty() && !IsRunAs(p.run_as)) {
+    return InvalidArgument(std::string("runAs: expected ") + kRunAsRule);
+  }
+  if (!p.run_as.empty() && p.role != Role::kTenant && p.role != Role::kAdmin) {
+    return InvalidArgument("runAs: only tenant and admin tokens submit jobs");
+  }
+  for (const std::string& n : p.nodes) {
+    if (!IsNodePattern(n)) {
+      return InvalidArgument(
+          "nodes: '" + n.substr(0, 64) +
+          "' is not a node name or pattern (letters, digits, '_', '.', '-', '*')");
+    }
+  }
+  if (!p.nodes.empty() && p.role != Role::kJoin) {
+    return InvalidArgument("nodes: only join tokens register nodes");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+bool IsRunAs(const std::string& s) {
+  const size_t colon = s.find(':');
+  if (colon == std::string::npos) return IsUnixName(s);
+  return IsUnixName(s.substr(0, colon)) && IsUnixName(s.substr(colon + 1));
+}
+
+bool Principal::MayJoin(const std::string& node) const {
+  if (nodes.empty()) return true;
+  for (const std::string& pattern : nodes) {
+    if (fnmatch(pattern.c_str(), node.c_str(), 0) == 0) return true;
+  }
+  return false;
+}
 
 const char* RoleName(Role r) {
   switch (r) {
@@ -81,12 +142,13 @@ Result<TokenFile> TokenFile::Parse(const std::string& text, const std::string& s
   std::set<std::string> names;
   for (size_t i = 0; i < entries.size(); ++i) {
     const std::string path = "tokens[" + std::to_string(i) + "]";
-    Result<io::Fields> f = io::Fields::Of(entries[i], path, {"name", "role", "sha256", "queues"});
+    Result<io::Fields> f =
+        io::Fields::Of(entries[i], path, {"name", "role", "sha256", "queues", "runAs", "nodes"});
     if (!f.ok()) return located(f.status());
     Principal p;
     std::string role, hash;
     for (Status s : {f->String("name", &p.name, true), f->String("role", &role, true),
-                     f->String("sha256", &hash, true)}) {
+                     f->String("sha256", &hash, true), f->String("runAs", &p.run_as)}) {
       if (!s.ok()) return located(s);
     }
     auto r = ParseRole(role);
@@ -94,26 +156,25 @@ Result<TokenFile> TokenFile::Parse(const std::string& text, const std::string& s
       return located(
           io::Expected(f->Get("role"), path + ".role", "admin, tenant, read-only or join"));
     }
-    if (!io::IsQueueName(p.name)) {
-      return located(io::Expected(f->Get("name"), path + ".name", io::kQueueNameRule));
-    }
     p.role = *r;
     if (!IsHexSha256(hash)) {
       return located(io::Expected(f->Get("sha256"), path + ".sha256",
                                   "64 lowercase hex digits (sha256sum of the token)"));
     }
-    std::vector<YAML::Node> queues;
-    if (Status s = f->Sequence("queues", &queues); !s.ok()) return located(s);
-    for (const YAML::Node& q : queues) {
-      if (!q.IsScalar() || !io::IsQueueName(q.Scalar())) {
-        return located(
-            io::Expected(q, path + ".queues", std::string("queue names: ") + io::kQueueNameRule));
+    for (const char* list : {"queues", "nodes"}) {
+      std::vector<YAML::Node> items;
+      if (Status s = f->Sequence(list, &items); !s.ok()) return located(s);
+      for (const YAML::Node& q : items) {
+        if (!q.IsScalar()) return located(io::Expected(q, path + "." + list, "a list of names"));
+        if (list[0] == 'q') {
+          p.queues.insert(q.Scalar());
+        } else {
+          p.nodes.push_back(q.Scalar());
+        }
       }
-      p.queues.insert(q.as<std::string>());
     }
-    if (p.role == Role::kTenant && p.queues.empty()) {
-      return located(
-          InvalidArgument(path + ".queues: a tenant needs at least one queue", f->loc()));
+    if (Status s = CheckEntry(p); !s.ok()) {
+      return located(InvalidArgument(path + "." + s.message(), f->loc()));
     }
     if (!names.insert(p.name).second) {
       return located(InvalidArgument(path + ".name: '" + p.name + "' appears twice", f->loc()));
@@ -144,20 +205,9 @@ const Principal* TokenFile::Find(const std::string& token) const {
   return it == by_hash_.end() ? nullptr : &it->second;
 }
 
-Result<std::string> TokenFile::Create(const std::string& path, const std::string& name, Role role,
-                                      const std::vector<std::string>& queues) {
-  if (!io::IsQueueName(name)) {
-    return InvalidArgument(std::string("--name: expected ") + io::kQueueNameRule);
-  }
-  for (const std::string& q : queues) {
-    if (!io::IsQueueName(q)) {
-      return InvalidArgument("--queues: '" + q.substr(0, 64) +
-                             "' is not a queue name: " + io::kQueueNameRule);
-    }
-  }
-  if (role == Role::kTenant && queues.empty()) {
-    return InvalidArgument("--queues: a tenant token needs at least one queue");
-  }
+Result<std::string> TokenFile::Create(const std::string& path, const Principal& who) {
+  if (Status st = CheckEntry(who); !st.ok()) return InvalidArgument("--" + st.message());
+  const std::string& name = who.name;
   std::string text;
   {
     std::ifstream in(path);
@@ -176,12 +226,20 @@ Result<std::string> TokenFile::Create(const std::string& path, const std::string
   if (!token.ok()) return token.status();
   if (text.empty()) text = "tokens:\n";
   if (text.back() != '\n') text += '\n';
-  text += "  - name: " + name + "\n    role: " + RoleName(role) + "\n";
-  if (!queues.empty()) {
-    text += "    queues: [";
-    for (size_t i = 0; i < queues.size(); ++i) text += (i ? ", " : "") + queues[i];
+  text += "  - name: " + name + "\n    role: " + RoleName(who.role) + "\n";
+  auto list = [&](const char* key, const auto& items) {
+    if (items.empty()) return;
+    text += std::string("    ") + key + ": [";
+    bool first = true;
+    for (const std::string& item : items) {
+      text += (first ? "\"" : ", \"") + item + "\"";
+      first = false;
+    }
     text += "]\n";
-  }
+  };
+  list("queues", who.queues);
+  list("nodes", who.nodes);
+  if (!who.run_as.empty()) text += "    runAs: \"" + who.run_as + "\"\n";
   text += "    sha256: " + Sha256Hex(*token) + "\n";
   // Owner-only (0600), written whole: a new file, then a rename.
   const std::string tmp = path + ".tmp";

@@ -49,10 +49,19 @@ struct TaskView {
   std::vector<int> gpus;
 };
 
+// Who a job's processes run as on the nodes, decided when it is submitted
+// (the agent enforces it: docs/operations.md, "Security model").
+struct RunIdentity {
+  std::string run_as;       // "user" or "user:group"; "" = the agent's own user
+  bool tenant = false;      // a tenant submitted it: tenant rules apply on the node
+  bool allow_root = false;  // its queue lets a tenant's job run as root
+};
+
 struct JobRecord {
   int64_t id = 0;
   io::JobRequest request;
   std::string owner;  // the token name that submitted it
+  RunIdentity identity;
   JobState state = JobState::kPending;
   Time submitted, started, finished, last_checkpoint;
   int32_t restarts = 0;     // after the job's own failures (limited by maxRestarts)
@@ -112,6 +121,11 @@ struct SubmitLimits {
   int64_t max_jobs = 10000;            // unfinished jobs (pending or running) in the queue
   int64_t max_spec_bytes = 256 << 10;  // one spec's text
   int64_t submits_per_minute = 1200;   // per submitter; bursts of a tenth of it
+  // Who tenants' jobs in the queue run as when their token names no runAs
+  // ("" = none: such a job does not start on an agent running as root
+  // unless allow_root).
+  std::string run_as;
+  bool allow_root = false;
 };
 
 struct QueueRecord {
@@ -172,13 +186,16 @@ class ControlPlane {
   // ---- Jobs ---------------------------------------------------------------
   // Errors: kInvalidArgument naming the field (unknown queue, tier or
   // partition; a shape the cluster cannot hold).
-  // `limited`: a tenant's submission of `spec_bytes` of text, checked
-  // against the queue's SubmitLimits first.
-  struct Limited {
+  // A tenant's submission (of `spec_bytes` of text) is checked against the
+  // queue's SubmitLimits first; its job runs as its token's runAs, else the
+  // queue's (JobRecord::identity).
+  struct Submitter {
+    std::string owner;  // the token's name
+    bool tenant = false;
     size_t spec_bytes = 0;
+    std::string run_as;  // the token's; "" = none
   };
-  Result<JobRecord> Submit(const io::JobRequest& request, const std::string& owner,
-                           const Limited* limited = nullptr);
+  Result<JobRecord> Submit(const io::JobRequest& request, const Submitter& by);
   // What Submit would refuse beyond the spec itself (queue, tier,
   // partition, size), without submitting.
   Status Validate(const io::JobRequest& request) const;
@@ -222,8 +239,11 @@ class ControlPlane {
     std::string agent_secret;
   };
   Status Heartbeat(const std::string& name, const HeartbeatInfo& info);
-  // An agent joined as `name`: records the hash of its token.
-  Status Register(const std::string& name, const std::string& token_hash);
+  // An agent joined as `name`: records the hash of its new token (the old
+  // one stops working). `live_ok` false (a join token): kFailedPrecondition
+  // when the node's agent is live (registered, a heartbeat within the
+  // lease), so a stolen join token cannot take over a running node.
+  Status Register(const std::string& name, const std::string& token_hash, bool live_ok);
   // The node whose agent token hashes to `token_hash`, if any.
   std::optional<std::string> NodeOfToken(const std::string& token_hash) const;
   // Live nodes other than `name` whose agents can be reached (their URL),
@@ -290,6 +310,8 @@ class ControlPlane {
   std::vector<NodeRecord> InitialNodes() const;
   void Activate(const JobRecord& job);
   void Deactivate(const JobRecord& job);
+  // REQUIRES: mu_. Who `by`'s job in `queue` runs as.
+  RunIdentity IdentityOf(const std::string& queue, const Submitter& by) const;
   // REQUIRES: mu_. kResourceExhausted when `owner`'s submission to `queue`
   // is over a limit; takes a rate token otherwise.
   Status CheckLimits(const std::string& queue, const std::string& owner, size_t spec_bytes,

@@ -81,8 +81,19 @@ Status ControlPlane::CheckLimits(const std::string& queue, const std::string& ow
   return Status::Ok();
 }
 
-Result<JobRecord> ControlPlane::Submit(const io::JobRequest& request, const std::string& owner,
-                                       const Limited* limited) {
+RunIdentity ControlPlane::IdentityOf(const std::string& queue, const Submitter& by) const {
+  auto it = limits_.find(queue);
+  const SubmitLimits limits = it == limits_.end() ? SubmitLimits{} : it->second;
+  RunIdentity id;
+  id.tenant = by.tenant;
+  id.run_as = by.run_as;
+  if (by.tenant && id.run_as.empty()) id.run_as = limits.run_as;
+  id.allow_root = limits.allow_root;
+  return id;
+}
+
+Result<JobRecord> ControlPlane::Submit(const io::JobRequest& request, const Submitter& by) {
+  const std::string& owner = by.owner;
   int64_t rev = 0;
   JobRecord copy;
   {
@@ -92,15 +103,14 @@ Result<JobRecord> ControlPlane::Submit(const io::JobRequest& request, const std:
     Result<sched::JobSpec> spec = ToSchedSpec(id, request);
     if (!spec.ok()) return spec.status();
     const Time now = Now();
-    if (limited) {
-      UNIPOOL_RETURN_IF_ERROR(CheckLimits(request.queue, owner, limited->spec_bytes, now));
-    }
+    if (by.tenant) UNIPOOL_RETURN_IF_ERROR(CheckLimits(request.queue, owner, by.spec_bytes, now));
     UNIPOOL_RETURN_IF_ERROR(sched_->Submit(*spec, now));
     ++next_id_;
     JobRecord& job = jobs_[id];
     job.id = id;
     job.request = request;
     job.owner = owner;
+    job.identity = IdentityOf(request.queue, by);
     job.submitted = now;
     Activate(job);
     Txn txn;

@@ -141,7 +141,8 @@ Status ControlPlane::Heartbeat(const std::string& name, const HeartbeatInfo& inf
   return SyncOrRebuild(rev);
 }
 
-Status ControlPlane::Register(const std::string& name, const std::string& token_hash) {
+Status ControlPlane::Register(const std::string& name, const std::string& token_hash,
+                              bool live_ok) {
   int64_t rev = 0;
   {
     std::lock_guard lock(mu_);
@@ -149,6 +150,16 @@ Status ControlPlane::Register(const std::string& name, const std::string& token_
     auto id = topo_.FindNode(name);
     if (!id) return NotFound("node '" + name + "' is not in the cluster file");
     NodeRecord& n = nodes_[id->value()];
+    const Duration since = Now() - n.last_heartbeat;
+    if (!live_ok && n.registered && n.alive && n.last_heartbeat.value() > 0 &&
+        since < options_.node_lease) {
+      return FailedPrecondition(
+          "node " + name + " has a live agent (last heartbeat " +
+          std::to_string(ToSeconds(since)).substr(0, 4) +
+          " s ago): a join token registers only a node without one; re-join with the node's "
+          "own token (a restarted agent does) or an admin token, or wait until its lease (" +
+          std::to_string(options_.node_lease.value() / 1000000000) + " s) lapses");
+    }
     n.registered = true;
     std::erase_if(node_tokens_, [&](const auto& kv) { return kv.second == name; });
     node_tokens_[token_hash] = name;

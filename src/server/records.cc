@@ -5,6 +5,7 @@
 
 #include "io/quote.h"
 #include "io/text.h"
+#include "server/auth.h"
 
 namespace unipool::server {
 namespace {
@@ -41,6 +42,10 @@ Json JobToJson(const JobRecord& job) {
               {"name", job.request.name},
               {"queue", job.request.queue},
               {"owner", job.owner},
+              {"identity",
+               {{"runAs", job.identity.run_as},
+                {"tenant", job.identity.tenant},
+                {"allowRoot", job.identity.allow_root}}},
               {"state", JobStateName(job.state)},
               {"message", job.message},
               {"submitted", TimeJson(job.submitted)},
@@ -107,6 +112,12 @@ Result<JobRecord> JobFromJson(const Json& j) {
   job.preemptions = static_cast<int32_t>(preemptions);
   try {
     job.owner = j.at("owner").get<std::string>();
+    if (j.contains("identity")) {  // absent in records written before it existed
+      const Json& id = j["identity"];
+      job.identity.run_as = id.at("runAs").get<std::string>();
+      job.identity.tenant = id.at("tenant").get<bool>();
+      job.identity.allow_root = id.at("allowRoot").get<bool>();
+    }
     auto state = ParseJobState(j.at("state").get<std::string>());
     if (!state) return InvalidArgument("job.state: unknown state");
     job.state = *state;
@@ -209,6 +220,8 @@ Json QueueToJson(const QueueRecord& q) {
               {"maxJobs", q.limits.max_jobs},
               {"maxSpecBytes", q.limits.max_spec_bytes},
               {"maxSubmitsPerMinute", q.limits.submits_per_minute},
+              {"runAs", q.limits.run_as},
+              {"allowRoot", q.limits.allow_root},
               {"usedGpus", q.used.value()},
               {"pendingJobs", q.pending},
               {"runningJobs", q.running},
@@ -225,7 +238,8 @@ Result<sched::QueueSpec> QueueSpecFromJson(const Json& j, const std::string& whe
                                                "graceSeconds", "usedGpus",
                                                "pendingJobs",  "runningJobs",
                                                "pendingGpus",  "maxJobs",
-                                               "maxSpecBytes", "maxSubmitsPerMinute"};
+                                               "maxSpecBytes", "maxSubmitsPerMinute",
+                                               "runAs",        "allowRoot"};
   for (const auto& [key, v] : j.items()) {
     if (!kKnown.contains(key)) {
       return InvalidArgument(where + "." + io::OneLine(io::Truncate(key, 64)) + ": unknown field");
@@ -284,6 +298,20 @@ Result<SubmitLimits> SubmitLimitsFromJson(const Json& j, const std::string& wher
                              std::to_string(hi) + "]");
     }
     *out = j[key].get<int64_t>();
+  }
+  if (!j.is_object()) return l;
+  if (j.contains("runAs")) {
+    if (!j["runAs"].is_string() ||
+        (!j["runAs"].get<std::string>().empty() && !IsRunAs(j["runAs"].get<std::string>()))) {
+      return InvalidArgument(where + ".runAs: expected \"\" or " + kRunAsRule);
+    }
+    l.run_as = j["runAs"].get<std::string>();
+  }
+  if (j.contains("allowRoot")) {
+    if (!j["allowRoot"].is_boolean()) {
+      return InvalidArgument(where + ".allowRoot: expected true or false");
+    }
+    l.allow_root = j["allowRoot"].get<bool>();
   }
   return l;
 }
