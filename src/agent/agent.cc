@@ -652,7 +652,8 @@ Result<std::vector<ProcessSpec>> Agent::Processes(const Json& a, LocalRun& run) 
   const int64_t id = a["id"];
   std::vector<std::string> argv = spec["command"].get<std::vector<std::string>>();
   for (const Json& arg : spec.value("args", Json::array())) argv.push_back(arg);
-  const bool per_node = spec.value("launch", "per-gpu") == "per-node";
+  const std::string launch = spec.value("launch", "per-gpu");
+  const int64_t world_size = world["worldSize"].get<int64_t>();
   std::vector<ProcessSpec> out;
   for (const Json& t : a["tasks"]) {
     if (t["node"] != options_.node) continue;
@@ -662,14 +663,12 @@ Result<std::vector<ProcessSpec>> Agent::Processes(const Json& a, LocalRun& run) 
       run.place = std::move(w).value();
     }
     const std::vector<int> gpus = t["gpus"];
-    std::string visible;
-    for (int g : gpus) visible += (visible.empty() ? "" : ",") + std::to_string(g);
     const int64_t first = t["firstRank"];
-    const int procs = per_node ? 1 : static_cast<int>(gpus.size());
-    for (int local = 0; local < procs; ++local) {
+    for (Slot& slot : Slots(launch, spec, gpus, t["nodeRank"], world["nnodes"], world_size)) {
       ProcessSpec p;
       p.argv = argv;
-      p.rank = static_cast<int>(first + local);
+      p.rank = static_cast<int>(first + slot.rank_offset);
+      if (slot.node_rank < 0) slot.node_rank = p.rank / slot.local_world;  // a task's index
       p.working_dir = run.place.working_dir;
       p.as = run.place.who;
       p.make_dirs = run.place.make_dirs;
@@ -683,18 +682,20 @@ Result<std::vector<ProcessSpec>> Agent::Processes(const Json& a, LocalRun& run) 
       for (const Json& e : spec.value("env", Json::array())) {
         p.env.emplace_back(e.value("name", ""), e.value("value", ""));
       }
+      const std::string addr = world["masterAddr"];
+      const std::string port = std::to_string(world["masterPort"].get<int>());
       for (auto& kv : std::vector<std::pair<std::string, std::string>>{
-               {"MASTER_ADDR", world["masterAddr"]},
-               {"MASTER_PORT", std::to_string(world["masterPort"].get<int>())},
-               {"WORLD_SIZE", std::to_string(world["worldSize"].get<int64_t>())},
-               {"RANK", std::to_string(p.rank)},
-               {"LOCAL_RANK", std::to_string(local)},
-               {"LOCAL_WORLD_SIZE", std::to_string(gpus.size())},
-               {"NODE_RANK", std::to_string(t["nodeRank"].get<int64_t>())},
-               {"GROUP_RANK", std::to_string(t["nodeRank"].get<int64_t>())},
-               {"NNODES", std::to_string(world["nnodes"].get<int64_t>())},
-               {"NPROC_PER_NODE", std::to_string(gpus.size())},
-               {"CUDA_VISIBLE_DEVICES", visible},
+               {"MASTER_ADDR", addr},
+               {"MASTER_PORT", port},
+               {"WORLD_SIZE", std::to_string(slot.world > 0 ? slot.world : world_size)},
+               {"RANK", std::to_string(slot.world > 0 ? slot.node_rank : p.rank)},
+               {"LOCAL_RANK", std::to_string(slot.local_rank)},
+               {"LOCAL_WORLD_SIZE", std::to_string(slot.local_world)},
+               {"NODE_RANK", std::to_string(slot.node_rank)},
+               {"GROUP_RANK", std::to_string(slot.node_rank)},
+               {"NNODES", std::to_string(slot.nnodes)},
+               {"NPROC_PER_NODE", std::to_string(slot.local_world)},
+               {"CUDA_VISIBLE_DEVICES", slot.visible},
                {"UNIPOOL_JOB_ID", std::to_string(id)},
                {"UNIPOOL_JOB_NAME", a.value("name", "")},
                {"UNIPOOL_RESTART_COUNT", std::to_string(run.generation - 1)},
@@ -703,10 +704,53 @@ Result<std::vector<ProcessSpec>> Agent::Processes(const Json& a, LocalRun& run) 
                {"UNIPOOL_NODE", options_.node}}) {
         p.env.push_back(std::move(kv));
       }
+      if (launch != "per-gpu") {  // torchrun in the process reads its defaults from PET_*
+        for (auto& kv : std::vector<std::pair<std::string, std::string>>{
+                 {"PET_NNODES", std::to_string(slot.nnodes)},
+                 {"PET_NODE_RANK", std::to_string(slot.node_rank)},
+                 {"PET_NPROC_PER_NODE", std::to_string(slot.local_world)},
+                 {"PET_MASTER_ADDR", addr},
+                 {"PET_MASTER_PORT", port}}) {
+          p.env.push_back(std::move(kv));
+        }
+      }
       run.reports.emplace_back(report, 0);
       if (p.rank == 0) run.report0 = report;
       if (p.rank == 0) run.rank0 = true;
       out.push_back(std::move(p));
+    }
+  }
+  return out;
+}
+
+std::vector<Agent::Slot> Agent::Slots(const std::string& launch, const Json& spec,
+                                      const std::vector<int>& gpus, int64_t node_rank,
+                                      int64_t nnodes, int64_t world_size) {
+  auto visible = [&](size_t from, size_t n) {
+    std::string s;
+    for (size_t i = from; i < from + n && i < gpus.size(); ++i) {
+      s += (s.empty() ? "" : ",") + std::to_string(gpus[i]);
+    }
+    return s;
+  };
+  const int64_t all = static_cast<int64_t>(gpus.size());
+  std::vector<Slot> out;
+  if (launch == "per-node") {
+    out.push_back(Slot{0, 0, all, node_rank, nnodes, visible(0, gpus.size()), 0});
+  } else if (launch == "per-task") {
+    // One process per task of gpusPerTask GPUs (a pod): a "node" to torchrun
+    // (PET_*), and to a plain script rank RANK of WORLD_SIZE tasks, as
+    // Kubeflow's PyTorchJob sets them for its pods.
+    const int64_t task = std::max<int64_t>(
+        1, spec.value("gpusPerTask", int64_t{0}) > 0 ? spec["gpusPerTask"].get<int64_t>() : all);
+    for (int64_t i = 0; i * task < all; ++i) {
+      out.push_back(Slot{i * task, 0, task, -1, world_size / task,
+                         visible(static_cast<size_t>(i * task), static_cast<size_t>(task)),
+                         world_size / task});
+    }
+  } else {
+    for (int64_t i = 0; i < all; ++i) {
+      out.push_back(Slot{i, i, all, node_rank, nnodes, visible(0, gpus.size()), 0});
     }
   }
   return out;

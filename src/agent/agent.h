@@ -162,6 +162,17 @@ class Agent {
   // here). Errors: the run may not start here (identity.h), say why.
   Result<std::vector<ProcessSpec>> Processes(const Json& a, LocalRun& run) const;
   Result<Workplace> WorkplaceOf(const Json& a) const;
+  // One process of a node's task: its rank past the task's first, and the
+  // torchrun view (a per-task process is a "node" of its own).
+  struct Slot {
+    int64_t rank_offset, local_rank, local_world, node_rank, nnodes;
+    std::string visible;  // CUDA_VISIBLE_DEVICES
+    int64_t world = 0;    // > 0: WORLD_SIZE is the tasks and RANK the task's index
+  };
+  // The processes of one node's GPUs `gpus` by launch mode (io::LaunchMode).
+  static std::vector<Slot> Slots(const std::string& launch, const Json& spec,
+                                 const std::vector<int>& gpus, int64_t node_rank, int64_t nnodes,
+                                 int64_t world_size);
   Status MakeCheckpointDir(const std::string& dir, const Identity& who) const;
   Status PrepareRunDir(const LocalRun& run) const;
   void ServeLogs();

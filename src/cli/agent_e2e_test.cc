@@ -394,5 +394,36 @@ TEST_F(HungE2eTest, AJobThatStopsAdvancingIsRestartedThenFailed) {
   EXPECT_EQ(WaitSleepers("6074", 0), 0);
 }
 
+// A PyTorchJob runs its container's command once per pod, as Kubeflow
+// does: RANK of WORLD_SIZE pods, the pod's GPUs, and torchrun's defaults
+// (PET_*) for a command that runs torchrun itself.
+TEST_F(AgentE2eTest, APyTorchJobRunsItsCommandOncePerPod) {
+  for (const char* n : {"n0", "n1", "n2"}) StartAgent(n);
+  WaitNodesUp(3);
+  const std::string pod =
+      "        spec:\n          containers:\n          - name: pytorch\n"
+      "            command: [sh, -c, 'echo $RANK $WORLD_SIZE $CUDA_VISIBLE_DEVICES $PET_NNODES "
+      "$PET_NPROC_PER_NODE > $UNIPOOL_CHECKPOINT_DIR/pod-$RANK']\n"
+      "            resources: {limits: {nvidia.com/gpu: 2}}\n";
+  const std::string yaml =
+      "apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: pods}\nspec:\n"
+      "  pytorchReplicaSpecs:\n    Master:\n      replicas: 1\n      template:\n" +
+      pod + "    Worker:\n      replicas: 2\n      template:\n" + pod;
+  const int64_t id = SubmitYaml(yaml);
+  ASSERT_GT(id, 0);
+  Json done = WaitFor(
+      id, [](const Json& j) { return j["state"] == "Succeeded" || j["state"] == "Failed"; }, 30,
+      "ended");
+  ASSERT_EQ(done["state"], "Succeeded") << done.dump();
+  int pods = 0;
+  for (const auto& e : fs::directory_iterator(Ckpt(id))) {
+    if (!e.path().filename().string().starts_with("pod-")) continue;
+    ++pods;
+    const std::string rank = e.path().filename().string().substr(4);
+    EXPECT_EQ(ReadAll(e.path().string()), rank + " 3 0,1 3 2\n") << e.path();
+  }
+  EXPECT_EQ(pods, 3) << "one process per pod";
+}
+
 }  // namespace
 }  // namespace unipool::testing

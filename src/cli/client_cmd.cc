@@ -313,8 +313,10 @@ int RunSubmit(SubmitFlags& f) {
       std::cerr << "error: " << msg << "\n";
       return ExitCodeFor(r.status());
     }
-    for (const Json& w : r->value("ignored", Json::array())) {
-      std::cerr << "warning: " << w.get<std::string>() << "\n";
+    for (const char* list : {"warnings", "ignored"}) {
+      for (const Json& w : r->value(list, Json::array())) {
+        std::cerr << "warning: " << w.get<std::string>() << "\n";
+      }
     }
     if (!f.c.output.empty() && f.c.output != "wide") {
       Print(*r, f.c.output);
@@ -358,9 +360,17 @@ int DescribeJob(const Client& client, const DescribeFlags& f) {
   Field("Queue", Str(j, "queue"));
   Field("Owner", Str(j, "owner"));
   Field("State", Str(j, "state"));
-  Field("GPUs", Str(spec, "gpus") + (spec.value("gpusPerNode", 0) > 0
-                                         ? " (tasks of " + Str(spec, "gpusPerNode") + ")"
-                                         : ""));
+  std::string shape;
+  if (spec.value("gpusPerNode", 0) > 0) {
+    shape = " (" +
+            std::to_string(spec["gpus"].get<int64_t>() / spec["gpusPerNode"].get<int64_t>()) +
+            " nodes x " + Str(spec, "gpusPerNode") + ")";
+  } else if (spec.value("gpusPerTask", 0) > 0) {
+    shape = " (tasks of " + Str(spec, "gpusPerTask") + ")";
+  }
+  if (spec.value("exclusive", false)) shape += ", exclusive nodes";
+  if (spec.value("placement", "") == "spread") shape += ", spread";
+  Field("GPUs", Str(spec, "gpus") + shape);
   Field("Priority", spec.value("priorityClass", "").empty() ? Str(spec, "priority")
                                                             : Str(spec, "priorityClass"));
   Field("Preemptible", Str(spec, "preemptible"));

@@ -67,6 +67,14 @@ Result<ParsedJob> Parse(std::string_view text) {
   const std::string& shape = out.job.source_kind;
   if (shape == "unipool/v1 Job") {
     UNIPOOL_RETURN_IF_ERROR(ReadNative(root, &out.job));
+    const JobRequest& j = out.job;
+    if (j.gpus_per_node > 0 && j.gpus > j.gpus_per_node && j.nodes == 0) {
+      out.warnings.push_back(
+          "spec.gpusPerNode: the GPUs on each node: " + std::to_string(j.gpus / j.gpus_per_node) +
+          " nodes x " + std::to_string(j.gpus_per_node) +
+          " GPUs (earlier versions read it as GPUs per task, and tasks could share a node; "
+          "gpusPerTask says that now)");
+    }
   } else if (shape == "v1 Pod") {
     UNIPOOL_RETURN_IF_ERROR(ReadKubePod(root, &out));
   } else if (shape == "batch/v1 Job") {
@@ -91,7 +99,22 @@ Result<ParsedJob> ParseCatching(std::string_view text) {
 }  // namespace
 
 const char* LaunchModeName(LaunchMode m) {
-  return m == LaunchMode::kPerNode ? "per-node" : "per-gpu";
+  switch (m) {
+    case LaunchMode::kPerNode:
+      return "per-node";
+    case LaunchMode::kPerTask:
+      return "per-task";
+    case LaunchMode::kPerGpu:
+      break;
+  }
+  return "per-gpu";
+}
+
+std::optional<LaunchMode> ParseLaunchMode(const std::string& s) {
+  for (LaunchMode m : {LaunchMode::kPerGpu, LaunchMode::kPerNode, LaunchMode::kPerTask}) {
+    if (s == LaunchModeName(m)) return m;
+  }
+  return std::nullopt;
 }
 
 Result<ParsedJob> ReadJobSpec(std::string_view text, const std::string& source) {

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -40,6 +41,13 @@ inline constexpr int64_t kMaxJobGpus = 1 << 24;
 enum class LaunchMode {
   kPerGpu,   // one process per GPU, RANK/LOCAL_RANK set by the agent
   kPerNode,  // one process per node that runs torchrun itself
+  kPerTask,  // one process per task of gpus_per_task GPUs (a Kubernetes pod)
+};
+
+// Where a gang's tasks go when they may share a node.
+enum class Spread {
+  kPack,    // the fewest nodes (the topology placer's best fit)
+  kSpread,  // every task on a node of its own
 };
 
 struct RestartPolicy {
@@ -55,8 +63,13 @@ struct JobRequest {
   std::vector<std::string> args;
   std::vector<std::pair<std::string, std::string>> env;  // in the order given
   std::string working_dir;
-  int64_t gpus = 0;           // total; the maximum for elastic jobs; >= 1
-  int32_t gpus_per_node = 0;  // 0: the scheduler chooses (the largest that fits)
+  int64_t gpus = 0;  // total; the maximum for elastic jobs; >= 1
+  // The job's shape (docs/api.md, "Job shape"), at most one of the first two:
+  int32_t gpus_per_node = 0;  // GPUs on each node it uses (a node each); 0: not said
+  int32_t gpus_per_task = 0;  // GPUs per task, tasks may share a node; 0: not said
+  int32_t nodes = 0;          // 0: not said; else gpus / nodes on each
+  bool exclusive = false;     // its nodes run nothing else (charged whole)
+  Spread spread = Spread::kPack;
   std::string queue = "default";
   std::string priority_class;  // "" | low | normal | high (resolved by the server)
   int32_t priority = 0;        // explicit priority; used when priority_class is ""
@@ -80,7 +93,8 @@ struct JobRequest {
 
 struct ParsedJob {
   JobRequest job;
-  std::vector<std::string> ignored;  // "path: why", one per ignored field
+  std::vector<std::string> ignored;   // "path: why", one per ignored field
+  std::vector<std::string> warnings;  // "path: what changed", e.g. a field's meaning
 };
 
 // Parses one spec. `source` names the text in errors ("job.yaml", "request body").
@@ -91,6 +105,7 @@ Result<ParsedJob> ReadJobSpec(std::string_view text, const std::string& source);
 nlohmann::json JobRequestToJson(const JobRequest& r);
 Result<JobRequest> JobRequestFromJson(const nlohmann::json& j);
 
-const char* LaunchModeName(LaunchMode m);  // "per-gpu" | "per-node"
+const char* LaunchModeName(LaunchMode m);  // "per-gpu" | "per-node" | "per-task"
+std::optional<LaunchMode> ParseLaunchMode(const std::string& s);
 
 }  // namespace unipool::io

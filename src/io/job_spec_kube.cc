@@ -138,6 +138,10 @@ class KubeReader {
   Status ReadSecondaryTemplate(const YAML::Node& n, const std::string& path, int64_t* pod_gpus);
   Status ReadRunPolicy(const YAML::Node& n, const std::string& path);
   Status SetGang(int64_t pods, int64_t pod_gpus, SourceLoc at, const std::string& path);
+  Status ReadSpreadConstraints(const YAML::Node& n, const std::string& path);
+  Status ReadAffinity(const YAML::Node& n, const std::string& path);
+  // A topology key that spreads pods over nodes (kubernetes.io/hostname).
+  bool SpreadsOverNodes(const YAML::Node& term) const;
   Status Finish();
 
   JobRequest& job_;
@@ -214,10 +218,10 @@ Status KubeReader::ReadPodSpec(const YAML::Node& n, const std::string& path, con
         rules.deadline_why},
        {"initContainers", nullptr, "ignored (init containers are not run)"},
        {"nodeSelector", nullptr, kPlacementWhy},
-       {"affinity", nullptr, kPlacementWhy},
+       {"affinity", Bind(&KubeReader::ReadAffinity)},
        {"tolerations", nullptr, kPlacementWhy},
        {"nodeName", nullptr, kPlacementWhy},
-       {"topologySpreadConstraints", nullptr, kPlacementWhy},
+       {"topologySpreadConstraints", Bind(&KubeReader::ReadSpreadConstraints)},
        {"schedulerName", nullptr, "ignored (unipool schedules the job)"}}));
   if (!n["containers"].IsDefined()) return Missing(LocOf(n), path + ".containers");
   return Status::Ok();
@@ -360,6 +364,48 @@ Reader KubeReader::VolumeSource(const std::string& kind, std::vector<const char*
   };
 }
 
+bool KubeReader::SpreadsOverNodes(const YAML::Node& term) const {
+  return term.IsDefined() && term.IsMap() && term["topologyKey"].IsDefined() &&
+         term["topologyKey"].IsScalar() && term["topologyKey"].Scalar() == "kubernetes.io/hostname";
+}
+
+// Constraints on kubernetes.io/hostname spread the pods, one a node (the
+// tightest skew); other topology keys follow the cluster's topology.
+Status KubeReader::ReadSpreadConstraints(const YAML::Node& n, const std::string& path) {
+  if (!n.IsSequence()) return Expected(n, path, "a list of topology spread constraints");
+  for (size_t i = 0; i < n.size(); ++i) {
+    if (SpreadsOverNodes(n[i])) {
+      job_.spread = Spread::kSpread;
+    } else {
+      Ignore(Index(path, i), kPlacementWhy);
+    }
+  }
+  return Status::Ok();
+}
+
+// podAntiAffinity on kubernetes.io/hostname (required or preferred)
+// spreads the pods; the rest of affinity is ignored.
+Status KubeReader::ReadAffinity(const YAML::Node& n, const std::string& path) {
+  const Reader anti = [this](const YAML::Node& v, const std::string& p) -> Status {
+    bool spreads = false;
+    for (const char* kind : {"requiredDuringSchedulingIgnoredDuringExecution",
+                             "preferredDuringSchedulingIgnoredDuringExecution"}) {
+      const YAML::Node terms = v.IsMap() ? v[kind] : YAML::Node();
+      if (!terms.IsDefined() || !terms.IsSequence()) continue;
+      for (const YAML::Node& t : terms) {
+        spreads = spreads || SpreadsOverNodes(t) || SpreadsOverNodes(t["podAffinityTerm"]);
+      }
+    }
+    if (spreads) {
+      job_.spread = Spread::kSpread;
+    } else {
+      Ignore(p, kPlacementWhy);
+    }
+    return Status::Ok();
+  };
+  return Walk(n, path, {{"podAntiAffinity", anti}}, kPlacementWhy);
+}
+
 Status KubeReader::SetGang(int64_t pods, int64_t pod_gpus, SourceLoc at, const std::string& path) {
   if (pods * pod_gpus > kMaxJobGpus) {
     return InvalidArgument(path + ": " + std::to_string(pods) + " pods of " +
@@ -368,7 +414,7 @@ Status KubeReader::SetGang(int64_t pods, int64_t pod_gpus, SourceLoc at, const s
                            at);
   }
   job_.gpus = pods * pod_gpus;
-  job_.gpus_per_node = static_cast<int32_t>(pod_gpus);
+  job_.gpus_per_task = static_cast<int32_t>(pod_gpus);  // a pod is a task; pods may share a node
   return Status::Ok();
 }
 
@@ -386,7 +432,7 @@ Status KubeReader::Finish() {
   if (job_.queue.empty()) job_.queue = scheduling_queue_;
   if (job_.queue.empty()) job_.queue = label(kKueueLabel);
   if (job_.queue.empty()) job_.queue = "default";
-  job_.launch = RunsTorchrun(job_.command, job_.args) ? LaunchMode::kPerNode : LaunchMode::kPerGpu;
+  job_.launch = LaunchMode::kPerTask;  // the container's command runs once per pod
   return Status::Ok();
 }
 

@@ -76,28 +76,66 @@ Status ReadNativeProcess(const Fields& f, JobRequest* job) {
 Status ReadLaunch(const Fields& f, LaunchMode* out) {
   std::string s;
   UNIPOOL_RETURN_IF_ERROR(ReadFieldString(f, "launch", &s));
-  if (s == "per-gpu") {
-    *out = LaunchMode::kPerGpu;
-  } else if (s == "per-node") {
-    *out = LaunchMode::kPerNode;
-  } else if (!s.empty()) {
-    return Expected(f.Get("launch"), f.PathOf("launch"), "per-gpu or per-node");
-  }
+  if (s.empty()) return Status::Ok();
+  std::optional<LaunchMode> m = ParseLaunchMode(s);
+  if (!m) return Expected(f.Get("launch"), f.PathOf("launch"), "per-gpu, per-node or per-task");
+  *out = *m;
   return Status::Ok();
 }
 
-Status ReadNativeGpus(const Fields& f, JobRequest* job) {
+// A share of spec.gpus (gpusPerNode, gpusPerTask) that divides it.
+Status ReadShare(const Fields& f, const char* key, int64_t gpus, int32_t* out) {
+  UNIPOOL_RETURN_IF_ERROR(f.Int32(key, out, 0, kMaxGpusPerNode));
+  if (*out == 0 || gpus % *out == 0) return Status::Ok();
+  return InvalidArgument(f.PathOf(key) + ": " + std::to_string(*out) +
+                             " does not divide spec.gpus (" + std::to_string(gpus) + ")",
+                         LocOf(f.Get(key)));
+}
+
+// gpus with at most one of gpusPerNode and gpusPerTask; nodes; exclusive;
+// placement (pack or spread); elastic; launch.
+Status ReadNativeShape(const Fields& f, JobRequest* job) {
   UNIPOOL_RETURN_IF_ERROR(f.Int("gpus", &job->gpus, 1, kMaxJobGpus, true));
-  UNIPOOL_RETURN_IF_ERROR(f.Int32("gpusPerNode", &job->gpus_per_node, 0, kMaxGpusPerNode));
-  if (job->gpus_per_node > 0 && job->gpus % job->gpus_per_node != 0) {
-    return InvalidArgument("spec.gpusPerNode: " + std::to_string(job->gpus_per_node) +
-                               " does not divide spec.gpus (" + std::to_string(job->gpus) + ")",
-                           LocOf(f.Get("gpusPerNode")));
+  UNIPOOL_RETURN_IF_ERROR(ReadShare(f, "gpusPerNode", job->gpus, &job->gpus_per_node));
+  UNIPOOL_RETURN_IF_ERROR(ReadShare(f, "gpusPerTask", job->gpus, &job->gpus_per_task));
+  if (job->gpus_per_node > 0 && job->gpus_per_task > 0) {
+    return InvalidArgument(
+        "spec.gpusPerTask: give gpusPerNode (the GPUs on each node) or gpusPerTask (tasks that "
+        "may share a node), not both",
+        LocOf(f.Get("gpusPerTask")));
+  }
+  int64_t nodes = 0;
+  UNIPOOL_RETURN_IF_ERROR(f.Int("nodes", &nodes, 0, kMaxJobGpus));
+  job->nodes = static_cast<int32_t>(nodes);
+  if (nodes > 0) {
+    const int64_t per = job->gpus_per_node > 0 ? job->gpus_per_node : job->gpus / nodes;
+    if (job->gpus_per_task > 0 || per * nodes != job->gpus) {
+      return InvalidArgument(
+          "spec.nodes: " + std::to_string(nodes) + " nodes" +
+              (job->gpus_per_task > 0
+                   ? " with gpusPerTask: give nodes alone or with gpusPerNode"
+                   : " cannot share spec.gpus (" + std::to_string(job->gpus) + ") evenly" +
+                         (job->gpus_per_node > 0 ? " at gpusPerNode " + std::to_string(per) : "")),
+          LocOf(f.Get("nodes")));
+    }
+    job->gpus_per_node = static_cast<int32_t>(per);
+  }
+  UNIPOOL_RETURN_IF_ERROR(f.Bool("exclusive", &job->exclusive));
+  std::string placement;
+  UNIPOOL_RETURN_IF_ERROR(ReadFieldString(f, "placement", &placement));
+  if (placement == "spread") {
+    job->spread = Spread::kSpread;
+  } else if (!placement.empty() && placement != "pack") {
+    return Expected(f.Get("placement"), f.PathOf("placement"), "pack or spread");
   }
   if (f.Has("elastic")) {
     Result<Fields> e = Fields::Of(f.Get("elastic"), "spec.elastic", {"minGpus"});
     if (!e.ok()) return e.status();
     UNIPOOL_RETURN_IF_ERROR(e->Int("minGpus", &job->min_gpus, 1, job->gpus, true));
+    if (job->exclusive) {
+      return InvalidArgument("spec.elastic: an exclusive job has a fixed size",
+                             LocOf(f.Get("elastic")));
+    }
   }
   return ReadLaunch(f, &job->launch);
 }
@@ -165,31 +203,15 @@ Status ReadNativeVolumes(const Fields& f, Strings* out) {
 }
 
 Status ReadNativeSpec(const YAML::Node& n, JobRequest* job) {
-  Result<Fields> f = Fields::Of(n, "spec",
-                                {"command",
-                                 "args",
-                                 "env",
-                                 "workingDir",
-                                 "image",
-                                 "gpus",
-                                 "gpusPerNode",
-                                 "elastic",
-                                 "launch",
-                                 "queue",
-                                 "priorityClassName",
-                                 "priority",
-                                 "preemptible",
-                                 "restartPolicy",
-                                 "checkpoint",
-                                 "topology",
-                                 "partition",
-                                 "dataLocality",
-                                 "volumes",
-                                 "timeLimit",
-                                 "progressTimeout"});
+  Result<Fields> f = Fields::Of(
+      n, "spec", {"command",   "args",         "env",           "workingDir", "image",
+                  "gpus",      "gpusPerNode",  "gpusPerTask",   "nodes",      "exclusive",
+                  "placement", "elastic",      "launch",        "queue",      "priorityClassName",
+                  "priority",  "preemptible",  "restartPolicy", "checkpoint", "topology",
+                  "partition", "dataLocality", "volumes",       "timeLimit",  "progressTimeout"});
   if (!f.ok()) return f.status();
   UNIPOOL_RETURN_IF_ERROR(ReadNativeProcess(*f, job));
-  UNIPOOL_RETURN_IF_ERROR(ReadNativeGpus(*f, job));
+  UNIPOOL_RETURN_IF_ERROR(ReadNativeShape(*f, job));
   UNIPOOL_RETURN_IF_ERROR(ReadNativePriority(*f, job));
   UNIPOOL_RETURN_IF_ERROR(ReadNativePlacement(*f, job));
   UNIPOOL_RETURN_IF_ERROR(ReadNativeRecovery(*f, job));

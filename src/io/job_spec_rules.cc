@@ -193,14 +193,4 @@ Status AddVolume(const YAML::Node& n, const std::string& path, const std::string
   return Status::Ok();
 }
 
-bool RunsTorchrun(const Strings& command, const Strings& args) {
-  Strings argv = command;
-  argv.insert(argv.end(), args.begin(), args.end());
-  if (argv.empty()) return false;
-  const std::string prog = argv[0].substr(argv[0].rfind('/') + 1);  // npos + 1 == 0
-  if (prog == "torchrun") return true;
-  if (prog.rfind("python", 0) != 0 || argv.size() < 3 || argv[1] != "-m") return false;
-  return argv[2] == "torch.distributed.run" || argv[2] == "torch.distributed.launch";
-}
-
 }  // namespace unipool::io::spec_internal

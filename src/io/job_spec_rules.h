@@ -108,10 +108,6 @@ Reader SecondsInto(Duration* out);
 Status AddVolume(const YAML::Node& n, const std::string& path, const std::string& name,
                  const std::string& source, Strings* out);
 
-// True when the process is torchrun (or python -m torch.distributed.run),
-// which starts one worker per GPU itself: such jobs launch per node.
-bool RunsTorchrun(const Strings& command, const Strings& args);
-
 // ---- The readers, one per shape (ReadShape in job_spec.cc picks one).
 
 // The native shape, apiVersion unipool/v1, kind Job (job_spec_native.cc).

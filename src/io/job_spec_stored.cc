@@ -151,19 +151,34 @@ Status ReadStoredProcess(const JsonFields& f, JobRequest* r) {
 Status ReadStoredLaunch(const JsonFields& f, LaunchMode* out) {
   std::string s = LaunchModeName(*out);
   UNIPOOL_RETURN_IF_ERROR(f.String("launch", &s));
-  if (s == "per-gpu") {
-    *out = LaunchMode::kPerGpu;
-  } else if (s == "per-node") {
-    *out = LaunchMode::kPerNode;
-  } else {
-    return Stored("launch", "expected per-gpu or per-node, got " + Quote(s));
+  std::optional<LaunchMode> m = ParseLaunchMode(s);
+  if (!m) return Stored("launch", "expected per-gpu, per-node or per-task, got " + Quote(s));
+  *out = *m;
+  return Status::Ok();
+}
+
+// The shape. Records without shapeVersion 2 predate gpusPerTask: their
+// gpusPerNode was GPUs per task.
+Status ReadStoredShape(const JsonFields& f, JobRequest* r) {
+  int64_t version = 1;
+  UNIPOOL_RETURN_IF_ERROR(f.Int("shapeVersion", &version, 1, 2));
+  int32_t* per_node = version == 1 ? &r->gpus_per_task : &r->gpus_per_node;
+  UNIPOOL_RETURN_IF_ERROR(f.Int32("gpusPerNode", per_node, 0, kMaxGpusPerNode));
+  UNIPOOL_RETURN_IF_ERROR(f.Int32("gpusPerTask", &r->gpus_per_task, 0, kMaxGpusPerNode));
+  UNIPOOL_RETURN_IF_ERROR(f.Int32("nodes", &r->nodes, 0, static_cast<int32_t>(kMaxJobGpus)));
+  UNIPOOL_RETURN_IF_ERROR(f.Bool("exclusive", &r->exclusive));
+  std::string spread = r->spread == Spread::kSpread ? "spread" : "pack";
+  UNIPOOL_RETURN_IF_ERROR(f.String("placement", &spread));
+  if (spread != "pack" && spread != "spread") {
+    return Stored("placement", "expected pack or spread, got " + Quote(spread));
   }
+  r->spread = spread == "spread" ? Spread::kSpread : Spread::kPack;
   return Status::Ok();
 }
 
 Status ReadStoredScheduling(const JsonFields& f, JobRequest* r) {
   UNIPOOL_RETURN_IF_ERROR(f.Int("gpus", &r->gpus, 1, kMaxJobGpus, true));
-  UNIPOOL_RETURN_IF_ERROR(f.Int32("gpusPerNode", &r->gpus_per_node, 0, kMaxGpusPerNode));
+  UNIPOOL_RETURN_IF_ERROR(ReadStoredShape(f, r));
   UNIPOOL_RETURN_IF_ERROR(f.Int("minGpus", &r->min_gpus, 0, r->gpus));
   UNIPOOL_RETURN_IF_ERROR(ReadStoredLaunch(f, &r->launch));
   UNIPOOL_RETURN_IF_ERROR(f.String("queue", &r->queue));
@@ -205,8 +220,9 @@ Status CheckStored(const JobRequest& r) {
       return Stored(Index("labels", i) + ".key", "expected non-empty keys, sorted and unique");
     }
   }
-  if (r.gpus_per_node > 0 && r.gpus % r.gpus_per_node != 0) {
-    return Stored("gpusPerNode", "does not divide gpus");
+  for (auto [key, share] :
+       {std::pair{"gpusPerNode", r.gpus_per_node}, {"gpusPerTask", r.gpus_per_task}}) {
+    if (share > 0 && r.gpus % share != 0) return Stored(key, "does not divide gpus");
   }
   if (!IsPriorityClass(r.priority_class)) {
     return Stored("priorityClass", "expected \"\", low, normal or high");
@@ -216,32 +232,17 @@ Status CheckStored(const JobRequest& r) {
 }
 
 Result<JobRequest> FromJson(const json& j) {
-  Result<JsonFields> f = JsonFields::Of(j, "",
-                                        {"name",
-                                         "labels",
-                                         "command",
-                                         "args",
-                                         "env",
-                                         "workingDir",
-                                         "gpus",
-                                         "gpusPerNode",
-                                         "queue",
-                                         "priorityClass",
-                                         "priority",
-                                         "preemptible",
-                                         "minGpus",
-                                         "restart",
-                                         "checkpointDir",
-                                         "checkpointIntervalNs",
-                                         "within",
-                                         "partition",
-                                         "dataLocality",
-                                         "volumes",
-                                         "timeLimitNs",
-                                         "launch",
-                                         "image",
-                                         "sourceKind",
-                                         "progressTimeoutNs"});
+  Result<JsonFields> f =
+      JsonFields::Of(j, "", {"name",         "labels",        "command",
+                             "args",         "env",           "workingDir",
+                             "gpus",         "gpusPerNode",   "gpusPerTask",
+                             "nodes",        "exclusive",     "placement",
+                             "shapeVersion", "queue",         "priorityClass",
+                             "priority",     "preemptible",   "minGpus",
+                             "restart",      "checkpointDir", "checkpointIntervalNs",
+                             "within",       "partition",     "dataLocality",
+                             "volumes",      "timeLimitNs",   "launch",
+                             "image",        "sourceKind",    "progressTimeoutNs"});
   if (!f.ok()) return f.status();
   JobRequest r;
   UNIPOOL_RETURN_IF_ERROR(ReadStoredProcess(*f, &r));
@@ -272,6 +273,11 @@ nlohmann::json JobRequestToJson(const JobRequest& r) {
       {"workingDir", r.working_dir},
       {"gpus", r.gpus},
       {"gpusPerNode", r.gpus_per_node},
+      {"gpusPerTask", r.gpus_per_task},
+      {"nodes", r.nodes},
+      {"exclusive", r.exclusive},
+      {"placement", r.spread == Spread::kSpread ? "spread" : "pack"},
+      {"shapeVersion", 2},
       {"queue", r.queue},
       {"priorityClass", r.priority_class},
       {"priority", r.priority},

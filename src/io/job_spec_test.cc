@@ -58,6 +58,10 @@ void ExpectSameJob(const JobRequest& a, const JobRequest& b) {
   EXPECT_EQ(a.working_dir, b.working_dir);
   EXPECT_EQ(a.gpus, b.gpus);
   EXPECT_EQ(a.gpus_per_node, b.gpus_per_node);
+  EXPECT_EQ(a.gpus_per_task, b.gpus_per_task);
+  EXPECT_EQ(a.nodes, b.nodes);
+  EXPECT_EQ(a.exclusive, b.exclusive);
+  EXPECT_EQ(a.spread, b.spread);
   EXPECT_EQ(a.queue, b.queue);
   EXPECT_EQ(a.priority_class, b.priority_class);
   EXPECT_EQ(a.priority, b.priority);
@@ -204,7 +208,7 @@ TEST(JobSpecTest, ReadsAKubernetesPodInJson) {
 })");
   EXPECT_EQ(p.job.name, "json-pod");
   EXPECT_EQ(p.job.gpus, 2);
-  EXPECT_EQ(p.job.launch, LaunchMode::kPerNode);
+  EXPECT_EQ(p.job.launch, LaunchMode::kPerTask);
   EXPECT_EQ(p.ignored, (Strings{"metadata.uid: ignored", "spec.containers[0].name: ignored",
                                 "status: ignored"}));
 }
@@ -232,8 +236,8 @@ TEST(JobSpecTest, ReadsAKubernetesPod) {
   EXPECT_EQ(j.command, (Strings{"torchrun", "--nproc_per_node=8", "train_ddp.py"}));
   EXPECT_TRUE(j.args.empty());
   EXPECT_EQ(j.gpus, 8);
-  EXPECT_EQ(j.gpus_per_node, 8);
-  EXPECT_EQ(j.launch, LaunchMode::kPerNode);  // torchrun starts the 8 workers
+  EXPECT_EQ(j.gpus_per_task, 8);
+  EXPECT_EQ(j.launch, LaunchMode::kPerTask);  // once in the pod: torchrun starts the 8 workers
   EXPECT_EQ(j.queue, "default");
   EXPECT_EQ(j.restart.max_restarts, 3);  // OnFailure: the default policy
   EXPECT_EQ(j.image, "registry.example.com/ai-training:v1.0");
@@ -254,7 +258,7 @@ TEST(JobSpecTest, ReadsAKubernetesJob) {
   EXPECT_EQ(j.name, "ddp-batch");
   EXPECT_EQ(j.queue, "research");  // the label unipool.io/queue
   EXPECT_EQ(j.gpus, 8);
-  EXPECT_EQ(j.gpus_per_node, 4);
+  EXPECT_EQ(j.gpus_per_task, 4);  // a pod is a task; pods may share a node
   EXPECT_EQ(j.restart.max_restarts, 4);
   EXPECT_EQ(j.time_limit, Seconds(86400));
   EXPECT_EQ(j.priority_class, "high");
@@ -262,7 +266,7 @@ TEST(JobSpecTest, ReadsAKubernetesJob) {
   EXPECT_EQ(j.command, (Strings{"python3", "examples/jobs/train_ddp.py"}));
   EXPECT_EQ(j.args, (Strings{"--steps", "200"}));
   EXPECT_EQ(j.env, (Pairs{{"NCCL_DEBUG", "INFO"}}));
-  EXPECT_EQ(j.launch, LaunchMode::kPerGpu);
+  EXPECT_EQ(j.launch, LaunchMode::kPerTask);  // the command runs once per pod
   EXPECT_EQ(j.volumes, (Strings{"dataset=pvc:imagenet", "shm"}));
   const std::string c = "spec.template.spec.containers[0]";
   EXPECT_EQ(p.ignored,
@@ -292,8 +296,8 @@ TEST(JobSpecTest, ReadsAPyTorchJob) {
   EXPECT_EQ(j.source_kind, "kubeflow.org/v1 PyTorchJob");
   EXPECT_EQ(j.name, "pytorch-ddp");
   EXPECT_EQ(j.gpus, 16);
-  EXPECT_EQ(j.gpus_per_node, 8);
-  EXPECT_EQ(j.launch, LaunchMode::kPerGpu);
+  EXPECT_EQ(j.gpus_per_task, 8);
+  EXPECT_EQ(j.launch, LaunchMode::kPerTask);
   EXPECT_EQ(j.restart.max_restarts, 2);
   EXPECT_EQ(j.command, (Strings{"python3", "examples/jobs/train_ddp.py", "--steps", "200"}));
   EXPECT_EQ(j.min_gpus, 0);
@@ -338,12 +342,12 @@ spec:
 TEST(JobSpecTest, PyTorchJobWithOnlyWorkersAndAnElasticPolicy) {
   const ParsedJob p = Read(kPyTorchElastic);
   EXPECT_EQ(p.job.gpus, 16);
-  EXPECT_EQ(p.job.gpus_per_node, 4);
+  EXPECT_EQ(p.job.gpus_per_task, 4);
   EXPECT_EQ(p.job.min_gpus, 8);
   EXPECT_EQ(p.job.time_limit, Seconds(7200));
   EXPECT_EQ(p.job.priority_class, "low");
   EXPECT_EQ(p.job.queue, "from-policy");  // before the Kueue label
-  EXPECT_EQ(p.job.launch, LaunchMode::kPerNode);
+  EXPECT_EQ(p.job.launch, LaunchMode::kPerTask);
   EXPECT_NE(
       std::find(p.ignored.begin(), p.ignored.end(),
                 "spec.runPolicy.schedulingPolicy.minAvailable: ignored (a gang starts whole)"),
@@ -533,6 +537,10 @@ JobRequest FullRequest() {
   r.working_dir = "/w";
   r.gpus = 48;
   r.gpus_per_node = 8;
+  r.gpus_per_task = 4;
+  r.nodes = 6;
+  r.exclusive = true;
+  r.spread = Spread::kSpread;
   r.queue = "q/sub";
   r.priority_class = "low";
   r.priority = -1000000;
@@ -564,6 +572,96 @@ TEST(JobSpecTest, JsonRoundTripsEveryField) {
   ExpectSameJob(*text, r);
   EXPECT_EQ(j["launch"], "per-node");
   EXPECT_EQ(j["restart"]["backoffNs"], 1234567891);
+}
+
+// A record written before gpusPerTask existed: its gpusPerNode was GPUs
+// per task, and stays so.
+TEST(JobSpecTest, OldStoredRecordsKeepTheirShape) {
+  json j = JobRequestToJson(FullRequest());
+  for (const char* key : {"shapeVersion", "gpusPerTask", "nodes", "exclusive", "placement"}) {
+    j.erase(key);
+  }
+  j["gpusPerNode"] = 4;
+  Result<JobRequest> old = JobRequestFromJson(j);
+  ASSERT_TRUE(old.ok()) << old.status().message();
+  EXPECT_EQ(old->gpus_per_task, 4);
+  EXPECT_EQ(old->gpus_per_node, 0);
+  EXPECT_EQ(old->spread, Spread::kPack);
+}
+
+// The shape's vocabulary: gpusPerNode (a node each), gpusPerTask (may
+// share), nodes, exclusive, placement; and what does not add up.
+TEST(JobSpecTest, ShapeFieldsSayHowTheGangSpreads) {
+  auto spec = [](const std::string& fields) {
+    return "apiVersion: unipool/v1\nkind: Job\nmetadata: {name: s}\nspec:\n  command: [x]\n" +
+           fields;
+  };
+  ParsedJob per_node = Read(spec("  gpus: 4\n  gpusPerNode: 2\n"));
+  EXPECT_EQ(per_node.job.gpus_per_node, 2);
+  ASSERT_EQ(per_node.warnings.size(), 1u);
+  EXPECT_NE(per_node.warnings[0].find("spec.gpusPerNode: the GPUs on each node: 2 nodes x 2 GPUs"),
+            std::string::npos)
+      << per_node.warnings[0];
+  ParsedJob nodes = Read(spec("  gpus: 12\n  nodes: 3\n  exclusive: true\n"));
+  EXPECT_EQ(nodes.job.gpus_per_node, 4);
+  EXPECT_EQ(nodes.job.nodes, 3);
+  EXPECT_TRUE(nodes.job.exclusive);
+  EXPECT_TRUE(nodes.warnings.empty());
+  ParsedJob spread =
+      Read(spec("  gpus: 8\n  gpusPerTask: 2\n  placement: spread\n"
+                "  launch: per-task\n"));
+  EXPECT_EQ(spread.job.gpus_per_task, 2);
+  EXPECT_EQ(spread.job.spread, Spread::kSpread);
+  EXPECT_EQ(spread.job.launch, LaunchMode::kPerTask);
+  for (const auto& [fields, error] : std::vector<std::pair<std::string, std::string>>{
+           {"  gpus: 8\n  gpusPerNode: 4\n  gpusPerTask: 2\n",
+            "spec.gpusPerTask: give gpusPerNode (the GPUs on each node) or gpusPerTask"},
+           {"  gpus: 12\n  nodes: 5\n", "spec.nodes: 5 nodes cannot share spec.gpus (12) evenly"},
+           {"  gpus: 12\n  nodes: 2\n  gpusPerNode: 4\n",
+            "spec.nodes: 2 nodes cannot share spec.gpus (12) evenly at gpusPerNode 4"},
+           {"  gpus: 8\n  nodes: 2\n  gpusPerTask: 2\n",
+            "spec.nodes: 2 nodes with gpusPerTask: give nodes alone or with gpusPerNode"},
+           {"  gpus: 8\n  gpusPerTask: 3\n", "spec.gpusPerTask: 3 does not divide spec.gpus (8)"},
+           {"  gpus: 8\n  placement: wide\n", "spec.placement: expected pack or spread"},
+           {"  gpus: 8\n  exclusive: true\n  elastic: {minGpus: 4}\n",
+            "spec.elastic: an exclusive job has a fixed size"}}) {
+    Result<ParsedJob> r = ReadJobSpec(spec(fields), "job.yaml");
+    ASSERT_FALSE(r.ok()) << fields;
+    EXPECT_NE(r.status().message().find(error), std::string::npos) << r.status().message();
+  }
+}
+
+// Kubernetes: a pod is a task run once; spread over nodes where the pod
+// spec says so (hostname spread constraints, pod anti-affinity).
+TEST(JobSpecTest, KubernetesSpreadConstraintsSpreadThePods) {
+  auto job = [](const std::string& extra) {
+    return "apiVersion: batch/v1\nkind: Job\nmetadata: {name: k}\nspec:\n  parallelism: 4\n"
+           "  template:\n    spec:\n" +
+           extra +
+           "      containers:\n      - name: c\n        command: [python3, t.py]\n"
+           "        resources: {limits: {nvidia.com/gpu: 2}}\n";
+  };
+  EXPECT_EQ(Read(job("")).job.spread, Spread::kPack);
+  ParsedJob tsc =
+      Read(job("      topologySpreadConstraints:\n      - {maxSkew: 1, topologyKey: "
+               "kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule}\n"));
+  EXPECT_EQ(tsc.job.spread, Spread::kSpread);
+  EXPECT_EQ(tsc.job.gpus_per_task, 2);
+  EXPECT_EQ(tsc.job.launch, LaunchMode::kPerTask);
+  ParsedJob anti =
+      Read(job("      affinity:\n        podAntiAffinity:\n          "
+               "requiredDuringSchedulingIgnoredDuringExecution:\n          - {topologyKey: "
+               "kubernetes.io/hostname, labelSelector: {matchLabels: {app: k}}}\n"));
+  EXPECT_EQ(anti.job.spread, Spread::kSpread);
+  ParsedJob zone =
+      Read(job("      topologySpreadConstraints:\n      - {maxSkew: 1, topologyKey: "
+               "topology.kubernetes.io/zone}\n"));
+  EXPECT_EQ(zone.job.spread, Spread::kPack);
+  EXPECT_NE(std::find_if(zone.ignored.begin(), zone.ignored.end(),
+                         [](const std::string& s) {
+                           return s.starts_with("spec.template.spec.topologySpreadConstraints[0]");
+                         }),
+            zone.ignored.end());
 }
 
 TEST(JobSpecTest, EveryExampleRoundTrips) {
@@ -607,7 +705,8 @@ TEST(JobSpecTest, FromJsonRejectsBadInput) {
          j["labels"] = json::array({{{"key", "b"}, {"value", ""}}, {{"key", "a"}, {"value", ""}}});
        },
        "stored job: labels[1].key: expected non-empty keys, sorted and unique"},
-      {[](json& j) { j["launch"] = "per-rank"; }, "stored job: launch: expected per-gpu or"},
+      {[](json& j) { j["launch"] = "per-rank"; },
+       "stored job: launch: expected per-gpu, per-node or per-task"},
       {[](json& j) { j["priorityClass"] = "urgent"; }, "stored job: priorityClass: expected"},
       {[](json& j) { j["preemptible"] = "yes"; }, "stored job: preemptible: expected true"},
       {[](json& j) { j["restart"] = 3; }, "stored job: restart: expected an object"},

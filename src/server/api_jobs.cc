@@ -32,9 +32,10 @@ void ApiServer::SubmitJob(Call& c) {
   if (Status st = io::CheckJobPolicy(r, tenant); !st.ok()) return c.Fail(st);
   if (c.req.get_param_value("dryRun") == "true") {
     if (Status st = control_.Validate(r); !st.ok()) return c.Fail(st);
-    c.Reply(
-        200,
-        Json{{"dryRun", true}, {"spec", io::JobRequestToJson(r)}, {"ignored", parsed->ignored}});
+    c.Reply(200, Json{{"dryRun", true},
+                      {"spec", io::JobRequestToJson(r)},
+                      {"ignored", parsed->ignored},
+                      {"warnings", parsed->warnings}});
     return;
   }
   // Tenants are held to their queue's limits; admins are not.
@@ -46,6 +47,7 @@ void ApiServer::SubmitJob(Call& c) {
   }
   Json out = JobToJson(*job);
   out["ignored"] = parsed->ignored;
+  out["warnings"] = parsed->warnings;
   c.res.set_header("Location", "/v1/jobs/" + std::to_string(job->id));
   c.Reply(201, out);
 }
@@ -184,7 +186,7 @@ void ApiServer::JobLogs(Call& c) {
   std::string node;
   int64_t first = 0;
   for (const TaskView& t : job->tasks) {
-    const int64_t n = static_cast<int64_t>(t.gpus.size());
+    const int64_t n = static_cast<int64_t>(UsedGpus(*job, t).size());
     if (rank >= first && rank < first + n) node = t.node;
     first += n;
   }

@@ -142,12 +142,13 @@ Json ApiServer::AssignmentJson(const JobRecord& j) {
     Result<NodeRecord> n = control_.Node(t.node);
     const std::string address = n.ok() && !n->address.empty() ? n->address : t.node;
     if (k == 0) master = address;
+    const std::vector<int> used = UsedGpus(j, t);
     tasks.push_back({{"node", t.node},
                      {"address", address},
-                     {"gpus", t.gpus},
+                     {"gpus", used},
                      {"nodeRank", k},
                      {"firstRank", rank}});
-    rank += static_cast<int64_t>(t.gpus.size());
+    rank += static_cast<int64_t>(used.size());
   }
   Json out = JobToJson(j);
   out["tasks"] = tasks;

@@ -283,7 +283,7 @@ Result<sched::JobSpec> ControlPlane::ToSchedSpec(int64_t id, const io::JobReques
   s.priority = PriorityOf(r);
   s.preemptible = r.preemptible;
   s.gpus = Gpus(r.gpus);
-  s.task_gpus = r.gpus_per_node;
+  UNIPOOL_RETURN_IF_ERROR(SetShape(r, s));
   s.min_gpus = Gpus(r.min_gpus);
   s.runtime_estimate = r.time_limit;
   if (r.gpus > topo_.num_gpus().value()) {
@@ -313,6 +313,60 @@ Result<sched::JobSpec> ControlPlane::ToSchedSpec(int64_t id, const io::JobReques
   if (!pref.ok()) return pref.status();
   s.preferred_partition = *pref;
   return s;
+}
+
+// The spec's shape (io/job_spec.h) as the scheduler's tasks: GPUs per node
+// are tasks of a node each; an exclusive job takes whole nodes (tasks of
+// the largest node's GPUs) and uses its share of each (UsedGpus).
+Status ControlPlane::SetShape(const io::JobRequest& r, sched::JobSpec& s) const {
+  const int32_t k = sched_->pool().max_node_gpus();
+  const int32_t share = NodeShare(r);
+  if (share > k) {
+    return InvalidArgument("spec.gpusPerNode: " + std::to_string(share) +
+                           " GPUs on a node, but the largest node has " + std::to_string(k));
+  }
+  if (r.exclusive) {
+    s.task_gpus = k;
+    s.max_tasks_per_node = 1;
+    s.gpus = Gpus(r.gpus / share * k);
+  } else if (r.gpus_per_node > 0) {
+    s.task_gpus = r.gpus_per_node;
+    s.max_tasks_per_node = 1;
+  } else {
+    s.task_gpus = r.gpus_per_task;
+    s.max_tasks_per_node = r.spread == io::Spread::kSpread ? 1 : 0;
+  }
+  return Status::Ok();
+}
+
+// GPUs the job uses on each of its nodes: gpusPerNode; else for an
+// exclusive job the largest share of its GPUs a node holds (in whole
+// tasks); 0 when tasks may share nodes.
+int32_t ControlPlane::NodeShare(const io::JobRequest& r) const {
+  if (r.gpus_per_node > 0 || !r.exclusive) return r.gpus_per_node;
+  const int32_t task = std::max(1, r.gpus_per_task);
+  for (int64_t d = std::min<int64_t>(r.gpus, sched_->pool().max_node_gpus()); d > task; --d) {
+    if (r.gpus % d == 0 && d % task == 0) return static_cast<int32_t>(d);
+  }
+  return task;
+}
+
+std::string ControlPlane::ShapeNote(const JobRecord& job) const {
+  const io::JobRequest& r = job.request;
+  if (r.gpus_per_node > 0 || r.gpus_per_task > 0 || r.nodes > 0 || job.tasks.size() < 2) return "";
+  const sched::JobInfo* info = sched_->Find(JobId(job.id));
+  if (info == nullptr) return "";
+  const int32_t task = info->spec.task_gpus;
+  return "; " + std::to_string(r.gpus) + " GPUs in tasks of " + std::to_string(task) +
+         ", the largest share of " + std::to_string(r.gpus) + " that one node (of at most " +
+         std::to_string(sched_->pool().max_node_gpus()) +
+         " GPUs) holds: set spec.gpusPerNode, gpusPerTask or nodes to choose";
+}
+
+std::vector<int> UsedGpus(const JobRecord& job, const TaskView& t) {
+  if (!job.request.exclusive || job.request.gpus_per_node <= 0) return t.gpus;
+  const size_t share = std::min<size_t>(t.gpus.size(), job.request.gpus_per_node);
+  return std::vector<int>(t.gpus.begin(), t.gpus.begin() + static_cast<ptrdiff_t>(share));
 }
 
 std::vector<TaskView> ControlPlane::ToTasks(const sched::Placement& p) const {

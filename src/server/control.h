@@ -89,6 +89,10 @@ struct JobRecord {
   std::string peer_failure_node;
 };
 
+// The GPUs of task `t` the job's processes use: all of them, but an
+// exclusive job's share (gpusPerNode) of the whole node it holds.
+std::vector<int> UsedGpus(const JobRecord& job, const TaskView& t);
+
 struct JobEvent {
   Time time;
   std::string type;  // Submitted, Started, Preempted, Requeued, Failed, ...
@@ -294,6 +298,11 @@ class ControlPlane {
   Status Recover();
   Status RecoverJob(JobRecord& job);
   Result<sched::JobSpec> ToSchedSpec(int64_t id, const io::JobRequest& r) const;
+  Status SetShape(const io::JobRequest& r, sched::JobSpec& s) const;
+  int32_t NodeShare(const io::JobRequest& r) const;
+  // How a job whose spec gave no shape was split ("" when it gave one or
+  // runs on one node): said when it starts. REQUIRES: mu_, job.tasks set.
+  std::string ShapeNote(const JobRecord& job) const;
   int32_t PriorityOf(const io::JobRequest& r) const;
   // Appends the record and an event to `txn`.
   void Write(JobRecord& job, const std::string& type, const std::string& message, store::Txn& txn);

@@ -92,8 +92,10 @@ RunIdentity ControlPlane::IdentityOf(const std::string& queue, const Submitter& 
   return id;
 }
 
-Result<JobRecord> ControlPlane::Submit(const io::JobRequest& request, const Submitter& by) {
+Result<JobRecord> ControlPlane::Submit(const io::JobRequest& in, const Submitter& by) {
   const std::string& owner = by.owner;
+  io::JobRequest request = in;
+  if (request.exclusive && request.gpus_per_node == 0) request.gpus_per_node = NodeShare(request);
   int64_t rev = 0;
   JobRecord copy;
   {

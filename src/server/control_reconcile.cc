@@ -184,7 +184,7 @@ void ControlPlane::ApplyDecision(const sched::Decision& d, Time now, Txn& txn) {
             job.last_checkpoint = now;
             ++job.generation;
             if (job.request.time_limit.value() > 0) timed_.insert(job.id);
-            Write(job, "Started", DescribePlacement(topo_, x.placement), txn);
+            Write(job, "Started", DescribePlacement(topo_, x.placement) + ShapeNote(job), txn);
           } else if constexpr (std::is_same_v<T, sched::ResizeJob>) {
             AwaitOldRun(job, "");
             job.tasks = ToTasks(x.placement);

@@ -30,43 +30,72 @@ class JobId {
 struct JobSpec {
   JobId id;
   std::string name;
-  QueueId queue;                 // a leaf queue
-  int32_t priority = 0;          // higher goes first within a queue
+  QueueId queue;         // a leaf queue
+  int32_t priority = 0;  // higher goes first within a queue
   bool preemptible = true;
-  Gpus gpus;                     // requested; the maximum for elastic jobs
-  int32_t task_gpus = 0;         // GPUs per task; 0 = the largest divisor of gpus
-                                 // that fits the largest node
+  Gpus gpus;              // requested; the maximum for elastic jobs
+  int32_t task_gpus = 0;  // GPUs per task; 0 = the largest divisor of gpus
+                          // that fits the largest node
+  // 0: a node may host several of the job's tasks (pack); 1: each task on a
+  // node of its own (GPUs per node, spread). Such jobs restart from scratch
+  // when a node fails without a hot spare, and do not grow.
+  int32_t max_tasks_per_node = 0;
   // Elastic: runs with any multiple of `step` from min_gpus to gpus.
-  Gpus min_gpus;                 // 0 = not elastic
-  Gpus step;                     // 0 = task_gpus
-  Duration runtime_estimate;     // 0 = unknown
-  Duration checkpoint_cost;      // time to write a checkpoint
-  Duration restart_cost;         // time from start to useful work
-  int required_tier = -1;        // the gang must fit in one group of it; -1 none
-  int32_t partition = -1;        // -1: the global level chooses
-  bool span_partitions = false;  // may use several partitions at once
+  Gpus min_gpus;                     // 0 = not elastic
+  Gpus step;                         // 0 = task_gpus
+  Duration runtime_estimate;         // 0 = unknown
+  Duration checkpoint_cost;          // time to write a checkpoint
+  Duration restart_cost;             // time from start to useful work
+  int required_tier = -1;            // the gang must fit in one group of it; -1 none
+  int32_t partition = -1;            // -1: the global level chooses
+  bool span_partitions = false;      // may use several partitions at once
   int32_t preferred_partition = -1;  // data-locality hint
 };
 
 // Why a job is pending. Closed: every pending job has exactly one.
 namespace reason {
-struct New {};                   // not yet considered
-struct OverLimit { QueueId queue; Gpus used; Gpus limit; };
-struct NoBorrowing { QueueId queue; };  // non-preemptible jobs need guarantee
-struct NotEnoughGpus { Gpus need; Gpus free; };
-struct NoContiguousBlock { Gpus need; int tier; Gpus largest; };  // largest block at tier
-struct BehindFifoHead { JobId head; };
-struct WaitingForReservation { JobId holder; Time at; };
-struct HoldsReservation { Time at; int tier; GroupId group; };  // at < 0: unknown
-struct WaitingForPreemption { std::vector<JobId> victims; };
-struct Infeasible { std::string why; };  // can never run as asked
+struct New {};  // not yet considered
+struct OverLimit {
+  QueueId queue;
+  Gpus used;
+  Gpus limit;
+};
+struct NoBorrowing {
+  QueueId queue;
+};  // non-preemptible jobs need guarantee
+struct NotEnoughGpus {
+  Gpus need;
+  Gpus free;
+};
+struct NoContiguousBlock {
+  Gpus need;
+  int tier;
+  Gpus largest;
+};  // largest block at tier
+struct BehindFifoHead {
+  JobId head;
+};
+struct WaitingForReservation {
+  JobId holder;
+  Time at;
+};
+struct HoldsReservation {
+  Time at;
+  int tier;
+  GroupId group;
+};  // at < 0: unknown
+struct WaitingForPreemption {
+  std::vector<JobId> victims;
+};
+struct Infeasible {
+  std::string why;
+};  // can never run as asked
 }  // namespace reason
 
 using PendingReason =
     std::variant<reason::New, reason::OverLimit, reason::NoBorrowing, reason::NotEnoughGpus,
-                 reason::NoContiguousBlock, reason::BehindFifoHead,
-                 reason::WaitingForReservation, reason::HoldsReservation,
-                 reason::WaitingForPreemption, reason::Infeasible>;
+                 reason::NoContiguousBlock, reason::BehindFifoHead, reason::WaitingForReservation,
+                 reason::HoldsReservation, reason::WaitingForPreemption, reason::Infeasible>;
 
 // Decisions the scheduler hands to its driver (server or simulator).
 struct StartJob {
@@ -77,7 +106,7 @@ struct StartJob {
 struct PreemptJob {
   JobId job;
   JobId for_job;
-  Time deadline;  // SIGTERM now; kill at the deadline if still running
+  Time deadline;                 // SIGTERM now; kill at the deadline if still running
   int64_t lost_gpu_seconds = 0;  // work since the last checkpoint + restart
 };
 struct ResizeJob {

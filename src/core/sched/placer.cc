@@ -23,8 +23,9 @@ class Search {
   // Exact tasks the ref can host now (0 when excluded).
   int64_t Tasks(Ref r) const {
     if (Excluded(r)) return 0;
-    if (r.level == 0) return pool_.TasksOn(NodeId(r.id), req_.task_gpus);
-    return pool_.TasksIn(r.tier(), GroupId(r.id), req_.task_gpus) - ExcludedTasksIn(r);
+    if (r.level == 0) return pool_.TasksOn(NodeId(r.id), req_.task_gpus, req_.max_tasks_per_node);
+    return pool_.TasksIn(r.tier(), GroupId(r.id), req_.task_gpus, req_.max_tasks_per_node) -
+           ExcludedTasksIn(r);
   }
 
   // An upper bound on the tasks one level-`level` group inside r can host.
@@ -35,7 +36,10 @@ class Search {
     if (pool_.uniform_nodes() && req_.task_gpus == pool_.max_node_gpus()) {
       return pool_.MaxWhole(r.tier(), g, level);
     }
-    return pool_.MaxFree(r.tier(), g, level) / req_.task_gpus;
+    // (With a cap per node this stays an upper bound; Descend checks.)
+    const int64_t bound = pool_.MaxFree(r.tier(), g, level) / req_.task_gpus;
+    const int32_t cap = req_.max_tasks_per_node;
+    return level == 0 && cap > 0 ? std::min<int64_t>(bound, cap) : bound;
   }
 
   std::vector<Ref> Children(Ref r) const {
@@ -105,7 +109,8 @@ class Search {
     // Otherwise the fullest children first; the last one best-fit.
     std::vector<size_t> order(kids.size());
     std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return cap[a] > cap[b]; });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return cap[a] > cap[b]; });
     int64_t left = tasks;
     size_t used = 0;
     while (left > cap[order[used]]) left -= cap[order[used++]];
@@ -143,7 +148,7 @@ class Search {
     const auto [tier, group] = *req_.exclude;
     const NodeId first = topo_->group_first_node(tier, group);
     if (topo_->group_of(first, r.tier()) != GroupId(r.id)) return 0;
-    return pool_.TasksIn(tier, group, req_.task_gpus);
+    return pool_.TasksIn(tier, group, req_.task_gpus, req_.max_tasks_per_node);
   }
 
   const Pool& pool_;
@@ -207,7 +212,8 @@ PlaceOutcome FirstFitPlacer::Place(const Pool& pool, const PlaceRequest& req) co
   }
   for (int32_t n = first; n < end && left > 0; ++n) {
     const NodeId id(n);
-    const int64_t here = std::min<int64_t>(left, pool.TasksOn(id, req.task_gpus));
+    const int64_t here =
+        std::min<int64_t>(left, pool.TasksOn(id, req.task_gpus, req.max_tasks_per_node));
     if (here == 0) continue;
     if (req.exclude && topo.group_of(id, req.exclude->first) == req.exclude->second) continue;
     GpuMask free = pool.free_mask(id), mask = 0;

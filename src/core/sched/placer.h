@@ -15,8 +15,9 @@
 namespace unipool::sched {
 
 struct PlaceRequest {
-  int64_t tasks = 1;       // tasks of task_gpus GPUs; a node may host several
-  int32_t task_gpus = 8;   // GPUs per task, at most a node's GPUs
+  int64_t tasks = 1;               // tasks of task_gpus GPUs; a node may host several
+  int32_t task_gpus = 8;           // GPUs per task, at most a node's GPUs
+  int32_t max_tasks_per_node = 0;  // 0: as many as fit; 1: every task on its own node
   // Highest level the gang may span (level = tier + 1; 0 = one node).
   // Default: anywhere in the pool.
   int max_level = 1 << 20;

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "core/topology/test_clusters.h"
 
 namespace unipool::sched {
@@ -12,11 +14,13 @@ class PlacerTest : public ::testing::Test {
  protected:
   PlacerTest() : topo_(Topology::Build(unipool::testing::ThreeTier(192)).value()), pool_(topo_) {}
 
-  Placement PlaceOk(int64_t tasks, int32_t task_gpus, int max_level = 1 << 20) {
+  Placement PlaceOk(int64_t tasks, int32_t task_gpus, int max_level = 1 << 20,
+                    int32_t per_node = 0) {
     PlaceRequest req;
     req.tasks = tasks;
     req.task_gpus = task_gpus;
     req.max_level = max_level;
+    req.max_tasks_per_node = per_node;
     PlaceOutcome out = TopologyPlacer().Place(pool_, req);
     EXPECT_TRUE(std::holds_alternative<Placed>(out));
     return std::holds_alternative<Placed>(out) ? std::get<Placed>(out).placement : Placement{};
@@ -144,7 +148,30 @@ TEST_F(PlacerTest, AllReduceEstimateFollowsTheSlowestHop) {
   Placement p = PlaceOk(2, 8);
   const double expect_s = 2.0 * 15 / 16 * (1LL << 30) * 8 / 400e9 + 30 * 2e-6;
   EXPECT_NEAR(ToSeconds(p.score.allreduce_1gib), expect_s, 1e-9);
-  EXPECT_EQ(DescribePlacement(topo_, p), "2 nodes within rack rack-00, 2 nvlinks; ring all-reduce of 1 GiB ~ 40.3 ms");
+  EXPECT_EQ(DescribePlacement(topo_, p),
+            "2 nodes within rack rack-00, 2 nvlinks; ring all-reduce of 1 GiB ~ 40.3 ms");
+}
+
+// Spread: with one task per node, four 2-GPU tasks take four nodes (in
+// one rack where it can), where packing puts them on one.
+TEST_F(PlacerTest, OneTaskPerNodeSpreadsTheGang) {
+  Placement packed = PlaceOk(4, 2);
+  EXPECT_EQ(packed.tasks.size(), 1u);
+  Placement spread = PlaceOk(4, 2, 1 << 20, /*per_node=*/1);
+  ASSERT_EQ(spread.tasks.size(), 4u);
+  for (const Task& t : spread.tasks) EXPECT_EQ(CountGpus(t.gpus), 2);
+  std::vector<int32_t> nodes = Nodes(spread);
+  EXPECT_EQ(std::set<int32_t>(nodes.begin(), nodes.end()).size(), 4u);
+  EXPECT_EQ(spread.score.span_tier, 2) << "racks hold 2 nodes: a pod holds the 4";
+  // No room for more tasks than nodes with the GPUs free.
+  PlaceRequest req;
+  req.tasks = static_cast<int64_t>(topo_.num_nodes()) + 1;
+  req.task_gpus = 1;
+  req.max_tasks_per_node = 1;
+  EXPECT_TRUE(std::holds_alternative<NoRoom>(TopologyPlacer().Place(pool_, req)));
+  EXPECT_TRUE(std::holds_alternative<NoRoom>(FirstFitPlacer().Place(pool_, req)));
+  req.tasks = topo_.num_nodes();
+  EXPECT_TRUE(std::holds_alternative<Placed>(FirstFitPlacer().Place(pool_, req)));
 }
 
 TEST(PoolTest, UnusableNodesHideTheirGpus) {
@@ -157,8 +184,8 @@ TEST(PoolTest, UnusableNodesHideTheirGpus) {
   pool.Release(NodeId(1), 0x0F);  // released while down: stays hidden
   pool.Flush();
   EXPECT_EQ(pool.Free(3, GroupId(0)), 56);
-  EXPECT_EQ(pool.MaxWhole(3, GroupId(0), 2), 2);   // rack-1 still whole
-  EXPECT_EQ(pool.MaxWhole(1, GroupId(0), 1), 1);   // rack-0: node 0 only
+  EXPECT_EQ(pool.MaxWhole(3, GroupId(0), 2), 2);  // rack-1 still whole
+  EXPECT_EQ(pool.MaxWhole(1, GroupId(0), 1), 1);  // rack-0: node 0 only
   pool.SetUsable(NodeId(1), true);
   pool.Flush();
   EXPECT_EQ(pool.Free(3, GroupId(0)), 64);

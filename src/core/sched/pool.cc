@@ -49,10 +49,13 @@ bool Pool::whole(NodeId n) const {
   return usable_[n.value()] && node_free_[n.value()] == node_all_[n.value()];
 }
 
-int64_t Pool::TasksIn(int tier, GroupId g, int32_t task_gpus) const {
+int64_t Pool::TasksIn(int tier, GroupId g, int32_t task_gpus, int32_t per_node) const {
   const int32_t* h = &hist_[tier][static_cast<size_t>(g.value()) * (k_ + 1)];
   int64_t tasks = 0;
-  for (int k = task_gpus; k <= k_; ++k) tasks += int64_t{h[k]} * (k / task_gpus);
+  for (int k = task_gpus; k <= k_; ++k) {
+    const int64_t here = k / task_gpus;
+    tasks += int64_t{h[k]} * (per_node > 0 ? std::min<int64_t>(here, per_node) : here);
+  }
   return tasks;
 }
 

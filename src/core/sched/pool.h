@@ -51,9 +51,13 @@ class Pool {
   int64_t Free(int tier, GroupId g) const { return free_[tier][g.value()]; }
   int64_t Whole(int tier, GroupId g) const { return whole_[tier][g.value()]; }
   int32_t Hist(int tier, GroupId g, int k) const { return hist_[tier][g.value() * (k_ + 1) + k]; }
-  // Tasks of `task_gpus` GPUs (at most one node each) the group can host now.
-  int64_t TasksIn(int tier, GroupId g, int32_t task_gpus) const;
-  int64_t TasksOn(NodeId n, int32_t task_gpus) const { return free(n) / task_gpus; }
+  // Tasks of `task_gpus` GPUs (at most one node each) the group can host
+  // now, at most `per_node` on one node (0: as many as fit).
+  int64_t TasksIn(int tier, GroupId g, int32_t task_gpus, int32_t per_node = 0) const;
+  int64_t TasksOn(NodeId n, int32_t task_gpus, int32_t per_node = 0) const {
+    const int64_t here = free(n) / task_gpus;
+    return per_node > 0 && here > per_node ? per_node : here;
+  }
 
   // Aggregates: the most free GPUs / wholly free nodes of any single group at
   // `level` (<= tier+1) inside group g of `tier`. REQUIRES: flushed.
@@ -93,17 +97,17 @@ class Pool {
   const Topology* topo_;
   int32_t k_ = 0;
   bool uniform_ = true;
-  std::vector<GpuMask> node_free_;                // visible free GPUs
-  std::vector<GpuMask> node_all_;                 // all of a node's GPUs
-  std::vector<std::vector<int64_t>> free_;        // [tier][group]
+  std::vector<GpuMask> node_free_;          // visible free GPUs
+  std::vector<GpuMask> node_all_;           // all of a node's GPUs
+  std::vector<std::vector<int64_t>> free_;  // [tier][group]
   std::vector<bool> member_;
   std::vector<bool> usable_;
-  std::vector<GpuMask> hidden_;                   // free but unusable
-  std::vector<std::vector<int64_t>> whole_;       // [tier][group]
-  std::vector<std::vector<int32_t>> hist_;        // [tier][group*(k+1)+k]
-  std::vector<std::vector<int64_t>> max_free_;    // [tier][group*(tier+2)+level]
+  std::vector<GpuMask> hidden_;                 // free but unusable
+  std::vector<std::vector<int64_t>> whole_;     // [tier][group]
+  std::vector<std::vector<int32_t>> hist_;      // [tier][group*(k+1)+k]
+  std::vector<std::vector<int64_t>> max_free_;  // [tier][group*(tier+2)+level]
   std::vector<std::vector<int64_t>> max_whole_;
-  std::vector<std::vector<int32_t>> dirty_;       // [tier] groups to recompute
+  std::vector<std::vector<int32_t>> dirty_;  // [tier] groups to recompute
   std::vector<std::vector<bool>> is_dirty_;
   int64_t dirty_count_ = 0;
 };

@@ -131,6 +131,9 @@ Status Scheduler::Check(const JobSpec& spec) const {
     return InvalidArgument(job + ": gpus (" + std::to_string(spec.gpus.value()) +
                            ") must be a multiple of GPUs per task (" + std::to_string(g) + ")");
   }
+  if (spec.max_tasks_per_node < 0 || spec.max_tasks_per_node > 1) {
+    return InvalidArgument(job + ": max_tasks_per_node must be 0 (any) or 1 (a node per task)");
+  }
   if (spec.min_gpus.value() > 0) {
     const int64_t step = spec.step.value() > 0 ? spec.step.value() : g;
     if (step % g != 0 || spec.min_gpus.value() % g != 0 || spec.min_gpus > spec.gpus ||
@@ -395,6 +398,8 @@ void Scheduler::RestartAfterFailure(JobInfo& job, Time now) {
     SetUsable(*spare, true);
     fresh.push_back(Task{*spare, AllGpus(static_cast<int32_t>(lost_gpus))});
   } else {
+    // (A job with its own node per task would get a second task on a node.)
+    if (job.spec.max_tasks_per_node > 0) return Requeue(job, failed, now);
     PlaceRequest req;
     req.task_gpus = job.spec.task_gpus;
     req.tasks = lost_gpus / job.spec.task_gpus;

@@ -204,7 +204,12 @@ std::optional<std::string> Scheduler::Infeasible(const JobInfo& job) const {
     most = *std::max_element(largest.begin() + 1, largest.end());
   }
   const int64_t k = global_.max_node_gpus();
-  if (global_.uniform_nodes()) most = most / k * (k / s.task_gpus * s.task_gpus);
+  if (global_.uniform_nodes()) {
+    const int64_t per_node = s.max_tasks_per_node > 0
+                                 ? std::min<int64_t>(k / s.task_gpus, s.max_tasks_per_node)
+                                 : k / s.task_gpus;
+    most = most / k * (per_node * s.task_gpus);
+  }
   if (most < need.value()) {
     return "needs " + std::to_string(need.value()) + " GPUs in tasks of " +
            std::to_string(s.task_gpus) +
@@ -238,10 +243,12 @@ Scheduler::Attempt Scheduler::Search(const JobInfo& job, Gpus gpus,
   int64_t most_free = 0, largest = 0;
   for (int32_t p : CandidatePartitions(job)) {
     const Pool& pool = PoolFor(p);
-    const int level =
-        options_.placer == PlacerKind::kTopology
-            ? topology_placer_.LowestLevel(pool, req)
-            : (pool.TasksIn(topo_->top_tier(), GroupId(0), req.task_gpus) >= req.tasks ? 0 : -1);
+    const int level = options_.placer == PlacerKind::kTopology
+                          ? topology_placer_.LowestLevel(pool, req)
+                          : (pool.TasksIn(topo_->top_tier(), GroupId(0), req.task_gpus,
+                                          req.max_tasks_per_node) >= req.tasks
+                                 ? 0
+                                 : -1);
     most_free = std::max(most_free, pool.Free(topo_->top_tier(), GroupId(0)));
     const int cap_level = std::min(req.max_level, pool.top_level());
     largest = std::max(largest, LargestBlock(pool, cap_level, req.task_gpus));
@@ -299,6 +306,7 @@ bool Scheduler::TryPlace(JobInfo& job, CycleState& cs) {
   }
   PlaceRequest base;
   base.task_gpus = s.task_gpus;
+  base.max_tasks_per_node = s.max_tasks_per_node;
   if (s.required_tier >= 0) base.max_level = s.required_tier + 1;
   // Plan: respect the reservation of the job ahead.
   bool in_the_way = false;
@@ -318,8 +326,8 @@ bool Scheduler::TryPlace(JobInfo& job, CycleState& cs) {
   for (Gpus gpus = s.gpus; gpus >= floor; gpus -= step) {
     if (queues_.LimitExceededBy(s.queue, gpus)) continue;
     if (!s.preemptible && queues_.Borrows(s.queue, gpus)) continue;
-    const auto key = std::make_tuple(s.task_gpus, base.max_level, s.partition, s.span_partitions,
-                                     base.exclude.has_value());
+    const auto key = std::make_tuple(s.task_gpus, s.max_tasks_per_node, base.max_level, s.partition,
+                                     s.span_partitions, base.exclude.has_value());
     const int64_t tasks = gpus.value() / s.task_gpus;
     auto seen = cs.failed.find(key);
     if (seen != cs.failed.end() && seen->second.first <= tasks) {
@@ -364,7 +372,8 @@ void Scheduler::Grow(CycleState& cs) {
   for (JobId id : elastic_) {
     JobInfo& job = jobs_.at(id);
     const JobSpec& s = job.spec;
-    if (s.min_gpus.value() == 0 || job.phase != JobPhase::kRunning || job.allocated() >= s.gpus) {
+    if (s.min_gpus.value() == 0 || job.phase != JobPhase::kRunning || job.allocated() >= s.gpus ||
+        s.max_tasks_per_node > 0) {  // (growth could put a second task on a node)
       continue;
     }
     // The most steps that fit, halving on failure: inside the group the job

@@ -23,10 +23,12 @@ struct Scheduler::CycleState {
   bool reservation_active = false;  // jobs from here on respect it
   int preemption_attempts = 0;
   std::set<JobId> held_back;  // stopped victims of a preemptor still waiting
-  // Placement failures already seen this cycle: (task_gpus, max_level,
+  // Placement failures already seen this cycle: (task_gpus, per node, max_level,
   // partition, span, excluded) -> the fewest tasks that failed. Free space
   // only shrinks within a cycle, so a larger request fails as well.
-  std::map<std::tuple<int32_t, int, int32_t, bool, bool>, std::pair<int64_t, PendingReason>> failed;
+  std::map<std::tuple<int32_t, int32_t, int, int32_t, bool, bool>,
+           std::pair<int64_t, PendingReason>>
+      failed;
 };
 
 struct Scheduler::Attempt {

@@ -84,6 +84,32 @@ TEST_F(SchedulerTest, GangStartsWholeOnTheClosestTier) {
             "40.3 ms; the lowest tier with room, best-fit at each tier");
 }
 
+// GPUs per node: each task on a node of its own, and the rest of each node
+// stays free for other jobs.
+TEST_F(SchedulerTest, ANodePerTaskSpreadsTheGang) {
+  QueueId q = AddQueue("q");
+  JobSpec j = Job(1, q, 8);
+  j.task_gpus = 2;
+  j.max_tasks_per_node = 1;
+  Submit(j);
+  auto starts = Of<StartJob>(Cycle());
+  ASSERT_EQ(starts.size(), 1u);
+  ASSERT_EQ(starts[0].placement.tasks.size(), 4u);
+  for (const Task& t : starts[0].placement.tasks) EXPECT_EQ(CountGpus(t.gpus), 2);
+  // 192 GPUs on 24 nodes: at most 24 tasks of a node each.
+  JobSpec wide = Job(2, q, 25);
+  wide.task_gpus = 1;
+  wide.max_tasks_per_node = 1;
+  Submit(wide);
+  Cycle();
+  ASSERT_TRUE(std::holds_alternative<reason::Infeasible>(Reason(2)));
+  EXPECT_NE(std::get<reason::Infeasible>(Reason(2)).why.find("at most 24 exist"), std::string::npos)
+      << std::get<reason::Infeasible>(Reason(2)).why;
+  JobSpec bad = Job(3, q, 8);
+  bad.max_tasks_per_node = 2;
+  EXPECT_FALSE(sched_->Submit(bad, now_).ok());
+}
+
 TEST_F(SchedulerTest, FairShareAlternatesBetweenQueues) {
   QueueId a = AddQueue("a"), b = AddQueue("b");
   for (int i = 0; i < 3; ++i) Submit(Job(10 + i, a, 64));
@@ -123,7 +149,8 @@ TEST_F(SchedulerTest, LimitsAreHard) {
   Submit(Job(1, team, 16));
   Submit(Job(2, team, 24));
   EXPECT_EQ(Started(Cycle()), std::vector<int64_t>{1});
-  EXPECT_EQ(sched_->Explain(JobId(2)), "pending: queue 'org' is at its limit: 16 of 32 GPUs in use");
+  EXPECT_EQ(sched_->Explain(JobId(2)),
+            "pending: queue 'org' is at its limit: 16 of 32 GPUs in use");
   Submit(Job(3, team, 40));
   Cycle();
   EXPECT_EQ(sched_->Explain(JobId(3)),
@@ -133,14 +160,14 @@ TEST_F(SchedulerTest, LimitsAreHard) {
 TEST_F(SchedulerTest, SubmitRejectsMalformedJobs) {
   QueueId parent = AddQueue("p");
   AddQueue("c", 0, 0, QueuePolicy::kBestEffort, "p");
-  EXPECT_FALSE(sched_->Submit(Job(1, parent, 8), now_).ok());      // not a leaf
+  EXPECT_FALSE(sched_->Submit(Job(1, parent, 8), now_).ok());  // not a leaf
   QueueId leaf = AddQueue("leaf");
   JobSpec odd = Job(2, leaf, 12);
   odd.task_gpus = 8;
-  EXPECT_FALSE(sched_->Submit(odd, now_).ok());                     // 12 not a multiple of 8
+  EXPECT_FALSE(sched_->Submit(odd, now_).ok());  // 12 not a multiple of 8
   JobSpec big_task = Job(3, leaf, 16);
   big_task.task_gpus = 16;
-  EXPECT_FALSE(sched_->Submit(big_task, now_).ok());                // no 16-GPU node
+  EXPECT_FALSE(sched_->Submit(big_task, now_).ok());  // no 16-GPU node
   EXPECT_FALSE(sched_->Submit(Job(4, leaf, 0), now_).ok());
   EXPECT_FALSE(sched_->Submit(Job(5, QueueId(99), 8), now_).ok());
   Submit(Job(6, leaf, 8));
@@ -164,13 +191,15 @@ TEST_F(SchedulerTest, InfeasibleJobsSayWhy) {
 TEST_F(SchedulerTest, RequiredTierWaitsForAContiguousBlock) {
   QueueId q = AddQueue("q");
   // One node cordoned in every pod: no pod has 64 usable GPUs.
-  for (int32_t n : {0, 8, 16}) ASSERT_TRUE(sched_->SetNodeState(NodeId(n), NodeState::kCordoned, now_).ok());
+  for (int32_t n : {0, 8, 16})
+    ASSERT_TRUE(sched_->SetNodeState(NodeId(n), NodeState::kCordoned, now_).ok());
   JobSpec pod = Job(1, q, 64);
   pod.required_tier = 2;
   Submit(pod);
   Cycle();
-  EXPECT_EQ(sched_->Explain(JobId(1)),
-            "pending: no contiguous block: needs 64 GPUs within one pod, the largest free block is 56");
+  EXPECT_EQ(
+      sched_->Explain(JobId(1)),
+      "pending: no contiguous block: needs 64 GPUs within one pod, the largest free block is 56");
 }
 
 TEST_F(SchedulerTest, PreemptionPicksTheVictimThatLosesLeastWork) {
@@ -189,8 +218,9 @@ TEST_F(SchedulerTest, PreemptionPicksTheVictimThatLosesLeastWork) {
   EXPECT_EQ(pre[0].lost_gpu_seconds, 64 * 60);
   EXPECT_EQ(pre[0].deadline, now_ + Seconds(60));  // the queue's grace
   EXPECT_EQ(Phase(11), JobPhase::kPreempting);
-  EXPECT_EQ(sched_->Explain(JobId(1)),
-            "pending: preempting job(s) 11 to make room; they have their grace period to checkpoint");
+  EXPECT_EQ(
+      sched_->Explain(JobId(1)),
+      "pending: preempting job(s) 11 to make room; they have their grace period to checkpoint");
   // Nothing else steals the GPUs; once 11 stops, 1 starts and 11 waits.
   Submit(Job(2, q, 64, /*priority=*/10));
   EXPECT_TRUE(Started(Cycle()).empty());
@@ -419,8 +449,10 @@ TEST_F(SchedulerTest, DrainPreemptsWithGraceAndCordonKeepsJobs) {
   Submit(Job(2, q, 8));
   auto starts = Of<StartJob>(Cycle());
   ASSERT_EQ(starts.size(), 2u);
-  ASSERT_TRUE(sched_->SetNodeState(starts[0].placement.tasks[0].node, NodeState::kCordoned, now_).ok());
-  ASSERT_TRUE(sched_->SetNodeState(starts[1].placement.tasks[0].node, NodeState::kDrained, now_).ok());
+  ASSERT_TRUE(
+      sched_->SetNodeState(starts[0].placement.tasks[0].node, NodeState::kCordoned, now_).ok());
+  ASSERT_TRUE(
+      sched_->SetNodeState(starts[1].placement.tasks[0].node, NodeState::kDrained, now_).ok());
   auto pre = Of<PreemptJob>(Cycle());
   ASSERT_EQ(pre.size(), 1u);
   EXPECT_EQ(pre[0].job, starts[1].job);
@@ -558,7 +590,8 @@ std::string RunRandom(uint32_t seed, int steps) {
     }
     for (const Decision& d : s.Schedule(now)) {
       if (auto* st = std::get_if<StartJob>(&d)) {
-        log += "S" + std::to_string(st->job.value()) + "@" + std::to_string(st->placement.tasks[0].node.value()) + " ";
+        log += "S" + std::to_string(st->job.value()) + "@" +
+               std::to_string(st->placement.tasks[0].node.value()) + " ";
       } else if (auto* p = std::get_if<PreemptJob>(&d)) {
         EXPECT_FALSE(pinned.count(p->job.value())) << "preempted a non-preemptible job";
         log += "P" + std::to_string(p->job.value()) + " ";
@@ -605,8 +638,9 @@ TEST_F(SchedulerTest, RestoreTakesBackRunningJobs) {
   qs.name = "a";
   ASSERT_TRUE(fresh.queues().Add(qs).ok());
   for (const StartJob& s : started) {
-    ASSERT_TRUE(fresh.Restore(Job(s.job.value(), q, s.placement.gpus().value()), s.placement,
-                              now_, now_, now_, 0)
+    ASSERT_TRUE(fresh
+                    .Restore(Job(s.job.value(), q, s.placement.gpus().value()), s.placement, now_,
+                             now_, now_, 0)
                     .ok());
   }
   EXPECT_EQ(fresh.allocated_gpus().value(), 24);
