@@ -10,6 +10,7 @@ packages=(
   libcpp-httplib-dev libmicrohttpd-dev libsqlite3-dev libssl-dev
   prometheus wrk
   python3 python3-torch
+  bubblewrap busybox-static   # the container tests: a runtime and an image's shell
 )
 
 missing=()

@@ -42,6 +42,7 @@
 #include <thread>
 #include <vector>
 
+#include "agent/container.h"
 #include "agent/containment.h"
 #include "agent/launcher.h"
 #include "agent/watchdog.h"
@@ -69,6 +70,11 @@ struct AgentOptions {
   // Where tenants' jobs may work and keep checkpoints (identity.h); empty:
   // checkpoint_root, /home, /scratch and /tmp.
   std::vector<std::string> job_dirs;
+  // Jobs with an image: "none" (they fail, saying so), "host" (run on the
+  // host, the image ignored), or a runtime of container.h; its template.
+  std::string container_runtime = "none";
+  std::string container_template;  // set from container_runtime unless given
+  std::string pvc_root;            // PersistentVolumeClaim NAME is PVC_ROOT/NAME; "" = none
   Duration heartbeat = Seconds(5);
   Duration lease = Seconds(30);  // the server's --node-lease
   std::string health_check;      // a program: exit 0 healthy, else its output says why
@@ -115,9 +121,14 @@ class Agent {
   struct LocalRun;
   struct Workplace {  // of one run on this node
     Identity who;
-    std::string working_dir;             // "" = the agent's
+    std::string working_dir;             // on the host; "" = the agent's
     std::string checkpoint_dir;          // UNIPOOL_CHECKPOINT_DIR
     std::vector<std::string> make_dirs;  // made by the job's user
+    // With an image and a runtime (container.h):
+    std::string image;
+    std::vector<ContainerMount> mounts;  // an emptyDir's src: "empty-I" in the run's directory
+    std::vector<size_t> empty_dirs;      // the I of each
+    std::string container_workdir;       // spec.workingDir, in the container
   };
   void HeartbeatLoop();
   void WatchLoop();
@@ -168,12 +179,16 @@ class Agent {
     int64_t rank_offset, local_rank, local_world, node_rank, nnodes;
     std::string visible;  // CUDA_VISIBLE_DEVICES
     int64_t world = 0;    // > 0: WORLD_SIZE is the tasks and RANK the task's index
+    std::vector<int> gpus;
   };
   // The processes of one node's GPUs `gpus` by launch mode (io::LaunchMode).
   static std::vector<Slot> Slots(const std::string& launch, const Json& spec,
                                  const std::vector<int>& gpus, int64_t node_rank, int64_t nnodes,
                                  int64_t world_size);
   Status MakeCheckpointDir(const std::string& dir, const Identity& who) const;
+  Status ContainerOf(const Json& spec, const Identity& who, bool tenant, Workplace* w) const;
+  Status Containerize(const Workplace& w, const std::string& run_dir, const std::vector<int>& gpus,
+                      const std::string& report, ProcessSpec* p) const;
   Status PrepareRunDir(const LocalRun& run) const;
   void ServeLogs();
   std::string Health();

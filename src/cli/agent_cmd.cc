@@ -87,6 +87,15 @@ int RunAgent(AgentFlags& f) {
                  "$UNIPOOL_JOIN_TOKEN\n";
     return kExitBadInput;
   }
+  if (f.opt.container_template.empty() && f.opt.container_runtime != "none" &&
+      f.opt.container_runtime != "host") {
+    Result<std::string> t = agent::RuntimeTemplate(f.opt.container_runtime);
+    if (!t.ok()) {
+      std::cerr << "error: " << t.status().message() << "\n";
+      return kExitBadInput;
+    }
+    f.opt.container_template = *t;
+  }
   if (f.opt.node.empty()) {
     char host[256] = {};
     gethostname(host, sizeof host - 1);
@@ -231,7 +240,7 @@ pid_t SpawnAgent(const std::string& url, const std::string& data, int i, int gpu
   execl("/proc/self/exe", "unipool", "agent", "--server", url.c_str(), "--join-token-file",
         tokens.c_str(), "--node", node.c_str(), "--gpus", gpus_s.c_str(), "--work-dir",
         work.c_str(), "--checkpoint-root", ckpt.c_str(), "--lease", lease.c_str(), "--heartbeat",
-        heartbeat.c_str(), static_cast<char*>(nullptr));
+        heartbeat.c_str(), "--container-runtime", "host", static_cast<char*>(nullptr));
   _exit(127);
 }
 
@@ -375,6 +384,16 @@ void AddAgentCommands(CLI::App& app, int& exit_code) {
   cmd->add_option("--work-dir", f->opt.work_dir, "logs and run files")->capture_default_str();
   cmd->add_option("--checkpoint-root", f->opt.checkpoint_root,
                   "checkpoints of jobs that name none (shared storage across nodes)");
+  cmd->add_option("--container-runtime", f->opt.container_runtime,
+                  "jobs with an image: none (they fail, saying so), host (run on the host, the "
+                  "image ignored), bwrap, podman, docker, apptainer or enroot")
+      ->capture_default_str();
+  cmd->add_option("--container-template", f->opt.container_template,
+                  "a custom runtime command: {image} {workdir} {uid} {gid} {gpus} {command} "
+                  "{mounts:...} {devices:...} {env:...} {rootfs:...} (docs/operations.md)");
+  cmd->add_option("--pvc-root", f->opt.pvc_root,
+                  "directory whose subdirectory NAME is PersistentVolumeClaim NAME in jobs' "
+                  "volumes");
   cmd->add_option("--job-dirs", f->opt.job_dirs,
                   "directories where tenants' jobs may work and keep checkpoints (default: the "
                   "checkpoint root, /home, /scratch, /tmp)")

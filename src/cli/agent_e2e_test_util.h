@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -36,6 +37,17 @@ inline std::string ReadAll(const std::string& path) {
   std::stringstream ss;
   ss << std::ifstream(path).rdbuf();
   return ss.str();
+}
+
+// The uid of `user`, created (a system user and its group, no home) when
+// missing; -1 if that fails. REQUIRES: root.
+inline uid_t EnsureUser(const char* user) {
+  if (const passwd* pw = getpwnam(user)) return pw->pw_uid;
+  const std::string cmd = std::string("useradd --system --user-group --no-create-home ") +
+                          "--home-dir /nonexistent --shell /usr/sbin/nologin " + user;
+  if (std::system(cmd.c_str()) != 0) return static_cast<uid_t>(-1);
+  const passwd* pw = getpwnam(user);
+  return pw == nullptr ? static_cast<uid_t>(-1) : pw->pw_uid;
 }
 
 inline bool Alive(pid_t pid) {
@@ -115,14 +127,18 @@ class AgentE2eTest : public ::testing::Test {
   AgentE2eTest() : AgentE2eTest({}, {}) {}
   // Extra arguments for the server and for every agent.
   // `run_as`: the tokens' runAs (TestServer::Options).
+  // `cluster`, `gpus`: the cluster file and each agent's GPUs.
   AgentE2eTest(const std::vector<std::string>& server_extra, std::vector<std::string> agent_extra,
-               std::map<std::string, std::string> run_as = {})
+               std::map<std::string, std::string> run_as = {},
+               const std::string& cluster = "testdata/clusters/local-3x2.yaml",
+               std::string gpus = "2")
       : server_(TestServer::Options{
-            .cluster = "testdata/clusters/local-3x2.yaml",
+            .cluster = cluster,
             .assume_nodes_up = false,
             .extra_args = Concat({"--node-lease", "3s", "--min-runtime", "0s"}, server_extra),
             .run_as = std::move(run_as)}),
-        agent_extra_(std::move(agent_extra)) {}
+        agent_extra_(std::move(agent_extra)),
+        gpus_(std::move(gpus)) {}
   static std::vector<std::string> Concat(std::vector<std::string> a,
                                          const std::vector<std::string>& b) {
     a.insert(a.end(), b.begin(), b.end());
@@ -166,7 +182,7 @@ class AgentE2eTest : public ::testing::Test {
                                        "--node",
                                        node,
                                        "--gpus",
-                                       "2",
+                                       gpus_,
                                        "--work-dir",
                                        work,
                                        "--checkpoint-root",
@@ -251,6 +267,7 @@ class AgentE2eTest : public ::testing::Test {
 
   TestServer server_;
   std::vector<std::string> agent_extra_;
+  std::string gpus_;
   std::string ckpt_;
   std::map<std::string, pid_t> agents_;
 };

@@ -29,10 +29,7 @@ class IsolationE2eTest : public AgentE2eTest {
   static void SetUpTestSuite() {
     if (geteuid() != 0) return;
     for (const char* user : {kUserA, kUserB}) {
-      if (UidOf(user) != static_cast<uid_t>(-1)) continue;
-      const std::string cmd = std::string("useradd --system --user-group --no-create-home ") +
-                              "--home-dir /nonexistent --shell /usr/sbin/nologin " + user;
-      ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+      ASSERT_NE(EnsureUser(user), static_cast<uid_t>(-1)) << "useradd " << user;
     }
   }
 

@@ -55,6 +55,14 @@ struct RestartPolicy {
   Duration backoff = Seconds(10);  // wait before each restart, doubled each time
 };
 
+// A volume the job's container sees at `path` (honoured with an image and
+// a container runtime on the node; docs/operations.md, "Containers").
+struct Mount {
+  std::string source;  // "hostPath:/dir", "pvc:CLAIM", "emptyDir", "nfs:SERVER:/dir"
+  std::string path;    // absolute, inside the container
+  bool read_only = false;
+};
+
 // What a user asked for, independent of the shape it came in.
 struct JobRequest {
   std::string name;  // metadata.name: lowercase alphanumerics and '-', 1..63
@@ -81,7 +89,8 @@ struct JobRequest {
   std::string within;                // topology: the gang stays in one group of this tier (name)
   std::string partition;             // run only here; "" = any
   std::string data_locality;         // preferred partition (a hint)
-  std::vector<std::string> volumes;  // dataset / volume hints, recorded only
+  std::vector<std::string> volumes;  // dataset / volume hints: "name" or "name=source"
+  std::vector<Mount> mounts;         // the volumes with a mount path
   Duration time_limit;               // 0 = none
   // 0 = off. A run whose reported step stops advancing this long is hung:
   // restarted like a failure (the agent that watches rank 0 says so).

@@ -130,6 +130,8 @@ class KubeReader {
   Status ReadEnvEntry(const YAML::Node& n, const std::string& path, std::set<std::string>* seen);
   Status ReadVolumes(const YAML::Node& n, const std::string& path);
   Status ReadVolume(const YAML::Node& n, const std::string& path);
+  Status ReadVolumeMounts(const YAML::Node& n, const std::string& path);
+  Status MatchMounts();
   Reader VolumeSource(const std::string& kind, std::vector<const char*> keys, std::string* out);
   Status ReadPyTorchSpec(const YAML::Node& n, const std::string& path);
   Status ReadReplicaSpecs(const YAML::Node& n, const std::string& path, Replicas* master,
@@ -147,6 +149,12 @@ class KubeReader {
   JobRequest& job_;
   std::vector<std::string>& ignored_;
   std::string scheduling_queue_;  // a PyTorchJob's runPolicy.schedulingPolicy.queue
+  struct PendingMount {           // a volumeMounts entry, matched with its volume in Finish
+    std::string name, path, at;
+    bool read_only = false;
+    SourceLoc loc;
+  };
+  std::vector<PendingMount> mounts_;
 };
 
 Status KubeReader::Walk(const YAML::Node& map, const std::string& path,
@@ -265,20 +273,20 @@ Status KubeReader::ReadContainers(const YAML::Node& n, const std::string& path, 
 }
 
 Status KubeReader::ReadContainer(const YAML::Node& n, const std::string& path) {
-  UNIPOOL_RETURN_IF_ERROR(Walk(
-      n, path,
-      {{"command", Into(ReadCommand, &job_.command)},
-       {"args", Into(ReadStringList, &job_.args)},
-       {"env", Bind(&KubeReader::ReadEnv)},
-       {"workingDir", StringInto(&job_.working_dir)},
-       {"image", StringInto(&job_.image), "recorded, ignored (no container runtime is configured)"},
-       {"resources", Bind(&KubeReader::ReadResources)},
-       {"volumeMounts", nullptr, "ignored (volumes are recorded as hints; nothing is mounted)"},
-       {"envFrom", nullptr, "ignored (ConfigMaps and Secrets are not read)"}}));
+  UNIPOOL_RETURN_IF_ERROR(
+      Walk(n, path,
+           {{"command", Into(ReadCommand, &job_.command)},
+            {"args", Into(ReadStringList, &job_.args)},
+            {"env", Bind(&KubeReader::ReadEnv)},
+            {"workingDir", StringInto(&job_.working_dir)},
+            {"image", StringInto(&job_.image)},
+            {"resources", Bind(&KubeReader::ReadResources)},
+            {"volumeMounts", Bind(&KubeReader::ReadVolumeMounts)},
+            {"envFrom", nullptr, "ignored (ConfigMaps and Secrets are not read)"}}));
   if (n["command"].IsDefined()) return Status::Ok();
   return InvalidArgument(path +
-                             ".command: required field is missing (without a container runtime "
-                             "the image's entrypoint is unknown)",
+                             ".command: required field is missing (the image's entrypoint is "
+                             "not read: give the command)",
                          LocOf(n));
 }
 
@@ -342,10 +350,72 @@ Status KubeReader::ReadVolume(const YAML::Node& n, const std::string& path) {
            {{"name", StringInto(&name)},
             {"persistentVolumeClaim", VolumeSource("pvc", {"claimName"}, &source)},
             {"hostPath", VolumeSource("hostPath", {"path"}, &source)},
-            {"nfs", VolumeSource("nfs", {"server", "path"}, &source)}},
+            {"nfs", VolumeSource("nfs", {"server", "path"}, &source)},
+            {"emptyDir",
+             [&](const YAML::Node&, const std::string&) {
+               source = "emptyDir";
+               return Status::Ok();
+             }}},
            "ignored (the volume is recorded by name only)"));
   if (name.empty()) return Missing(LocOf(n), path + ".name");
   return AddVolume(n, path, name, source, &job_.volumes);
+}
+
+// volumeMounts of the container: {name, mountPath, readOnly}.
+Status KubeReader::ReadVolumeMounts(const YAML::Node& n, const std::string& path) {
+  if (!n.IsSequence()) return Expected(n, path, "a list of volume mounts");
+  UNIPOOL_RETURN_IF_ERROR(CheckListSize(n, path, kMaxListEntries));
+  for (size_t i = 0; i < n.size(); ++i) {
+    PendingMount m;
+    m.at = Index(path, i);
+    m.loc = LocOf(n[i]);
+    UNIPOOL_RETURN_IF_ERROR(Walk(n[i], m.at,
+                                 {{"name", StringInto(&m.name)},
+                                  {"mountPath", StringInto(&m.path)},
+                                  {"readOnly",
+                                   [&](const YAML::Node& v, const std::string& p) {
+                                     if (!v.IsScalar() ||
+                                         (v.Scalar() != "true" && v.Scalar() != "false")) {
+                                       return Expected(v, p, "true or false");
+                                     }
+                                     m.read_only = v.Scalar() == "true";
+                                     return Status::Ok();
+                                   }}},
+                                 "ignored (mounted whole, as given)"));
+    if (m.name.empty()) return Missing(m.loc, m.at + ".name");
+    if (m.path.empty()) return Missing(m.loc, m.at + ".mountPath");
+    mounts_.push_back(std::move(m));
+  }
+  return Status::Ok();
+}
+
+// Each volume mount with its pod volume: a Mount, or ignored when the
+// volume is of a kind that is not mounted (configMap, secret, ...).
+Status KubeReader::MatchMounts() {
+  for (const PendingMount& pm : mounts_) {
+    std::string source;
+    bool found = false;
+    for (const std::string& hint : job_.volumes) {
+      const size_t eq = hint.find('=');
+      if (hint.substr(0, eq) != pm.name) continue;
+      found = true;
+      if (eq != std::string::npos) source = hint.substr(eq + 1);
+    }
+    if (!found) {
+      return InvalidArgument(pm.at + ".name: no volume '" + pm.name + "' in the pod's volumes",
+                             pm.loc);
+    }
+    if (source.empty()) {
+      Ignore(pm.at, "ignored (volume '" + pm.name +
+                        "' is of a kind that is not mounted: use hostPath, emptyDir or a "
+                        "persistentVolumeClaim)");
+      continue;
+    }
+    Mount m{source, pm.path, pm.read_only};
+    UNIPOOL_RETURN_IF_ERROR(CheckMount(m, pm.loc, pm.at));
+    job_.mounts.push_back(std::move(m));
+  }
+  return Status::Ok();
 }
 
 Reader KubeReader::VolumeSource(const std::string& kind, std::vector<const char*> keys,
@@ -433,7 +503,7 @@ Status KubeReader::Finish() {
   if (job_.queue.empty()) job_.queue = label(kKueueLabel);
   if (job_.queue.empty()) job_.queue = "default";
   job_.launch = LaunchMode::kPerTask;  // the container's command runs once per pod
-  return Status::Ok();
+  return MatchMounts();
 }
 
 // A Pod is a gang of one node: gpus = gpusPerNode = its container's GPUs.

@@ -179,7 +179,9 @@ Status ReadNativeRecovery(const Fields& f, JobRequest* job) {
 }
 
 // volumes: names, or {name, source} recorded as "name=source".
-Status ReadNativeVolumes(const Fields& f, Strings* out) {
+// volumes: names, or {name, source, mountPath, readOnly}: recorded as
+// "name=source"; with a mountPath also a Mount (its source is required).
+Status ReadNativeVolumes(const Fields& f, JobRequest* job) {
   if (!f.Has("volumes")) return Status::Ok();
   const YAML::Node n = f.Get("volumes");
   const std::string path = "spec.volumes";
@@ -189,15 +191,22 @@ Status ReadNativeVolumes(const Fields& f, Strings* out) {
     const std::string at = Index(path, i);
     std::string name, source;
     if (n[i].IsMap()) {
-      Result<Fields> v = Fields::Of(n[i], at, {"name", "source"});
+      Result<Fields> v = Fields::Of(n[i], at, {"name", "source", "mountPath", "readOnly"});
       if (!v.ok()) return v.status();
       if (!v->Has("name")) return Missing(v->loc(), at + ".name");
       UNIPOOL_RETURN_IF_ERROR(ReadFieldString(*v, "name", &name));
       UNIPOOL_RETURN_IF_ERROR(ReadFieldString(*v, "source", &source));
+      if (v->Has("mountPath")) {
+        Mount m{source, "", false};
+        UNIPOOL_RETURN_IF_ERROR(ReadFieldString(*v, "mountPath", &m.path));
+        UNIPOOL_RETURN_IF_ERROR(v->Bool("readOnly", &m.read_only));
+        UNIPOOL_RETURN_IF_ERROR(CheckMount(m, LocOf(n[i]), at));
+        job->mounts.push_back(std::move(m));
+      }
     } else {
       UNIPOOL_RETURN_IF_ERROR(ReadScalar(n[i], at, &name, false));
     }
-    UNIPOOL_RETURN_IF_ERROR(AddVolume(n[i], at, name, source, out));
+    UNIPOOL_RETURN_IF_ERROR(AddVolume(n[i], at, name, source, &job->volumes));
   }
   return Status::Ok();
 }
@@ -215,7 +224,7 @@ Status ReadNativeSpec(const YAML::Node& n, JobRequest* job) {
   UNIPOOL_RETURN_IF_ERROR(ReadNativePriority(*f, job));
   UNIPOOL_RETURN_IF_ERROR(ReadNativePlacement(*f, job));
   UNIPOOL_RETURN_IF_ERROR(ReadNativeRecovery(*f, job));
-  return ReadNativeVolumes(*f, &job->volumes);
+  return ReadNativeVolumes(*f, job);
 }
 
 }  // namespace

@@ -193,4 +193,27 @@ Status AddVolume(const YAML::Node& n, const std::string& path, const std::string
   return Status::Ok();
 }
 
+Status CheckMount(const Mount& m, SourceLoc at, const std::string& path) {
+  auto dotdot = [](const std::string& p) {
+    return p == ".." || p.starts_with("../") || p.ends_with("/..") ||
+           p.find("/../") != std::string::npos;
+  };
+  if (!m.path.starts_with("/") || dotdot(m.path)) {
+    return InvalidArgument(
+        path + ".mountPath: expected an absolute path without '..', got " + Quote(m.path), at);
+  }
+  const bool known = (m.source.starts_with("hostPath:/") && !dotdot(m.source)) ||
+                     (m.source.starts_with("pvc:") && m.source.size() > 4 &&
+                      m.source.find('/') == std::string::npos) ||
+                     m.source == "emptyDir" || m.source.starts_with("nfs:");
+  if (!known) {
+    return InvalidArgument(path +
+                               ".source: expected hostPath:/DIR, pvc:CLAIM, emptyDir or "
+                               "nfs:SERVER:/DIR for a volume with a mountPath, got " +
+                               Quote(m.source),
+                           at);
+  }
+  return Status::Ok();
+}
+
 }  // namespace unipool::io::spec_internal

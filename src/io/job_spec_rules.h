@@ -104,6 +104,10 @@ Reader Into(Status (*read)(const YAML::Node&, const std::string&, T*), T* out) {
 // A number of seconds (Kubernetes' activeDeadlineSeconds).
 Reader SecondsInto(Duration* out);
 
+// A mount's rules: an absolute path without "..", and a source of a kind
+// the agents know (hostPath:/abs, pvc:CLAIM, emptyDir, nfs:SERVER:/abs).
+Status CheckMount(const Mount& m, SourceLoc at, const std::string& path);
+
 // A volume hint: "name" or "name=source", bounded like any string.
 Status AddVolume(const YAML::Node& n, const std::string& path, const std::string& name,
                  const std::string& source, Strings* out);

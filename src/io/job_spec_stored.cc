@@ -136,6 +136,8 @@ class JsonFields {
   std::string path_;
 };
 
+Status ReadStoredMounts(const JsonFields& f, std::vector<Mount>* out);
+
 Status ReadStoredProcess(const JsonFields& f, JobRequest* r) {
   UNIPOOL_RETURN_IF_ERROR(f.String("name", &r->name, true));
   UNIPOOL_RETURN_IF_ERROR(f.PairList("labels", "key", "value", kMaxLabels, &r->labels));
@@ -145,7 +147,30 @@ Status ReadStoredProcess(const JsonFields& f, JobRequest* r) {
   UNIPOOL_RETURN_IF_ERROR(f.String("workingDir", &r->working_dir));
   UNIPOOL_RETURN_IF_ERROR(f.String("image", &r->image));
   UNIPOOL_RETURN_IF_ERROR(f.List("volumes", &r->volumes));
+  UNIPOOL_RETURN_IF_ERROR(ReadStoredMounts(f, &r->mounts));
   return f.String("sourceKind", &r->source_kind);
+}
+
+Status ReadStoredMounts(const JsonFields& f, std::vector<Mount>* out) {
+  const json* v = f.Get("mounts");
+  if (v == nullptr) return Status::Ok();
+  if (!v->is_array() || v->size() > kMaxListEntries) {
+    return Stored("mounts", "expected a list of at most " + std::to_string(kMaxListEntries));
+  }
+  for (size_t i = 0; i < v->size(); ++i) {
+    Result<JsonFields> m =
+        JsonFields::Of((*v)[i], Index("mounts", i), {"source", "path", "readOnly"});
+    if (!m.ok()) return m.status();
+    Mount mount;
+    UNIPOOL_RETURN_IF_ERROR(m->String("source", &mount.source, true));
+    UNIPOOL_RETURN_IF_ERROR(m->String("path", &mount.path, true));
+    UNIPOOL_RETURN_IF_ERROR(m->Bool("readOnly", &mount.read_only));
+    if (Status st = CheckMount(mount, {}, Index("mounts", i)); !st.ok()) {
+      return Stored("", st.message());
+    }
+    out->push_back(std::move(mount));
+  }
+  return Status::Ok();
 }
 
 Status ReadStoredLaunch(const JsonFields& f, LaunchMode* out) {
@@ -232,17 +257,38 @@ Status CheckStored(const JobRequest& r) {
 }
 
 Result<JobRequest> FromJson(const json& j) {
-  Result<JsonFields> f =
-      JsonFields::Of(j, "", {"name",         "labels",        "command",
-                             "args",         "env",           "workingDir",
-                             "gpus",         "gpusPerNode",   "gpusPerTask",
-                             "nodes",        "exclusive",     "placement",
-                             "shapeVersion", "queue",         "priorityClass",
-                             "priority",     "preemptible",   "minGpus",
-                             "restart",      "checkpointDir", "checkpointIntervalNs",
-                             "within",       "partition",     "dataLocality",
-                             "volumes",      "timeLimitNs",   "launch",
-                             "image",        "sourceKind",    "progressTimeoutNs"});
+  Result<JsonFields> f = JsonFields::Of(j, "",
+                                        {"name",
+                                         "labels",
+                                         "command",
+                                         "args",
+                                         "env",
+                                         "workingDir",
+                                         "gpus",
+                                         "gpusPerNode",
+                                         "gpusPerTask",
+                                         "nodes",
+                                         "exclusive",
+                                         "placement",
+                                         "shapeVersion",
+                                         "queue",
+                                         "priorityClass",
+                                         "priority",
+                                         "preemptible",
+                                         "minGpus",
+                                         "restart",
+                                         "checkpointDir",
+                                         "checkpointIntervalNs",
+                                         "within",
+                                         "partition",
+                                         "dataLocality",
+                                         "volumes",
+                                         "mounts",
+                                         "timeLimitNs",
+                                         "launch",
+                                         "image",
+                                         "sourceKind",
+                                         "progressTimeoutNs"});
   if (!f.ok()) return f.status();
   JobRequest r;
   UNIPOOL_RETURN_IF_ERROR(ReadStoredProcess(*f, &r));
@@ -250,6 +296,14 @@ Result<JobRequest> FromJson(const json& j) {
   UNIPOOL_RETURN_IF_ERROR(ReadStoredRecovery(*f, &r));
   UNIPOOL_RETURN_IF_ERROR(CheckStored(r));
   return r;
+}
+
+json MountsToJson(const std::vector<Mount>& mounts) {
+  json out = json::array();
+  for (const Mount& m : mounts) {
+    out.push_back({{"source", m.source}, {"path", m.path}, {"readOnly", m.read_only}});
+  }
+  return out;
 }
 
 json PairsToJson(const Pairs& pairs, const char* first, const char* second) {
@@ -291,6 +345,7 @@ nlohmann::json JobRequestToJson(const JobRequest& r) {
       {"partition", r.partition},
       {"dataLocality", r.data_locality},
       {"volumes", r.volumes},
+      {"mounts", spec_internal::MountsToJson(r.mounts)},
       {"timeLimitNs", r.time_limit.value()},
       {"progressTimeoutNs", r.progress_timeout.value()},
       {"launch", LaunchModeName(r.launch)},

@@ -75,6 +75,12 @@ void ExpectSameJob(const JobRequest& a, const JobRequest& b) {
   EXPECT_EQ(a.partition, b.partition);
   EXPECT_EQ(a.data_locality, b.data_locality);
   EXPECT_EQ(a.volumes, b.volumes);
+  ASSERT_EQ(a.mounts.size(), b.mounts.size());
+  for (size_t i = 0; i < a.mounts.size(); ++i) {
+    EXPECT_EQ(a.mounts[i].source, b.mounts[i].source);
+    EXPECT_EQ(a.mounts[i].path, b.mounts[i].path);
+    EXPECT_EQ(a.mounts[i].read_only, b.mounts[i].read_only);
+  }
   EXPECT_EQ(a.time_limit, b.time_limit);
   EXPECT_EQ(a.launch, b.launch);
   EXPECT_EQ(a.image, b.image);
@@ -242,13 +248,10 @@ TEST(JobSpecTest, ReadsAKubernetesPod) {
   EXPECT_EQ(j.restart.max_restarts, 3);  // OnFailure: the default policy
   EXPECT_EQ(j.image, "registry.example.com/ai-training:v1.0");
   EXPECT_EQ(j.volumes, (Strings{"data=pvc:training-data-pvc", "output=pvc:training-output-pvc"}));
-  EXPECT_EQ(p.ignored,
-            (Strings{
-                "spec.containers[0].name: ignored",
-                "spec.containers[0].image: recorded, ignored (no container runtime is configured)",
-                "spec.containers[0].volumeMounts: ignored (volumes are recorded as hints; nothing "
-                "is mounted)",
-            }));
+  EXPECT_EQ(p.ignored, (Strings{"spec.containers[0].name: ignored"}));
+  ASSERT_EQ(j.mounts.size(), 2u);  // volumeMounts with the pod's volumes
+  EXPECT_EQ(j.mounts[0].source, "pvc:training-data-pvc");
+  EXPECT_EQ(j.mounts[0].path, "/data");
 }
 
 TEST(JobSpecTest, ReadsAKubernetesJob) {
@@ -267,7 +270,7 @@ TEST(JobSpecTest, ReadsAKubernetesJob) {
   EXPECT_EQ(j.args, (Strings{"--steps", "200"}));
   EXPECT_EQ(j.env, (Pairs{{"NCCL_DEBUG", "INFO"}}));
   EXPECT_EQ(j.launch, LaunchMode::kPerTask);  // the command runs once per pod
-  EXPECT_EQ(j.volumes, (Strings{"dataset=pvc:imagenet", "shm"}));
+  EXPECT_EQ(j.volumes, (Strings{"dataset=pvc:imagenet", "shm=emptyDir"}));
   const std::string c = "spec.template.spec.containers[0]";
   EXPECT_EQ(p.ignored,
             (Strings{
@@ -279,14 +282,11 @@ TEST(JobSpecTest, ReadsAKubernetesJob) {
                 "spec.template.spec.nodeSelector: ignored (placement follows the cluster topology)",
                 "spec.template.spec.tolerations: ignored (placement follows the cluster topology)",
                 c + ".name: ignored",
-                c + ".image: recorded, ignored (no container runtime is configured)",
                 c + ".env[1].valueFrom: ignored (not resolved; POD_NAME is not set)",
                 c + ".resources.limits.cpu: ignored (only nvidia.com/gpu is scheduled)",
                 c + ".resources.limits.memory: ignored (only nvidia.com/gpu is scheduled)",
                 c + ".resources.requests.cpu: ignored (only nvidia.com/gpu is scheduled)",
                 "spec.template.spec.volumes[0].persistentVolumeClaim.readOnly: ignored",
-                "spec.template.spec.volumes[1].emptyDir: ignored (the volume is recorded by name "
-                "only)",
             }));
 }
 
@@ -308,8 +308,6 @@ TEST(JobSpecTest, ReadsAPyTorchJob) {
                 "spec.runPolicy.cleanPodPolicy: ignored",
                 m + ".restartPolicy: ignored (restarts follow runPolicy.backoffLimit)",
                 m + ".template.spec.containers[0].name: ignored",
-                m + ".template.spec.containers[0].image: recorded, ignored (no container "
-                    "runtime is configured)",
                 m + ".template.spec.containers[0].imagePullPolicy: ignored",
                 "spec.pytorchReplicaSpecs.Worker.restartPolicy: ignored (restarts follow "
                 "runPolicy.backoffLimit)",
@@ -553,6 +551,7 @@ JobRequest FullRequest() {
   r.partition = "p1";
   r.data_locality = "p2";
   r.volumes = {"v", "w=pvc:x"};
+  r.mounts = {{"pvc:x", "/w", true}, {"emptyDir", "/scratch", false}};
   r.time_limit = Seconds(5);
   r.launch = LaunchMode::kPerNode;
   r.image = "img";

@@ -1,0 +1,37 @@
+// The agent's private pieces shared by its files (agent.cc, agent_launch.cc):
+// one run of a job on this node.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "agent/agent.h"
+
+namespace unipool::agent {
+
+// One job run on this node.
+struct Agent::LocalRun {
+  int64_t generation = 0;
+  bool preempted = false;    // stopping because the server asked (report "stopped")
+  bool gang_failed = false;  // a process failed: the agent killed the rest (report "failed")
+  bool rank0 = false;        // this node runs global rank 0
+  int grace_s = 30;
+  std::string dir;
+  Workplace place;  // who its processes are, where they work
+  ProcessGroup run;
+  std::vector<std::pair<std::string, int64_t>> reports;  // report file, bytes read
+  std::string report0;                                   // global rank 0's report file
+  Json progress;
+  int64_t progress_sent_ms = 0;
+  int64_t last_checkpoint_step = -1;
+  std::vector<pid_t> pgids;     // registered with the fence
+  int64_t fences_at_start = 0;  // FenceCount() when it started
+  // Hung runs (spec.progressTimeout, watched where rank 0 runs).
+  int64_t progress_timeout_ms = 0;  // 0: off
+  int64_t last_step = -1;           // the highest step rank 0 reported
+  int64_t advanced_ms = 0;          // when it last went up
+  std::string hung_why;             // set: the agent killed it as hung
+};
+
+}  // namespace unipool::agent
