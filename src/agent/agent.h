@@ -75,6 +75,7 @@ struct AgentOptions {
   std::string container_runtime = "none";
   std::string container_template;  // set from container_runtime unless given
   std::string pvc_root;            // PersistentVolumeClaim NAME is PVC_ROOT/NAME; "" = none
+  std::string secret_dir;          // a secretKeyRef S/K of queue Q is DIR/Q/S/K; "" = none
   Duration heartbeat = Seconds(5);
   Duration lease = Seconds(30);  // the server's --node-lease
   std::string health_check;      // a program: exit 0 healthy, else its output says why
@@ -129,6 +130,8 @@ class Agent {
     std::vector<ContainerMount> mounts;  // an emptyDir's src: "empty-I" in the run's directory
     std::vector<size_t> empty_dirs;      // the I of each
     std::string container_workdir;       // spec.workingDir, in the container
+    // Secret values: the assignment's, then secretKeyRefs read from --secret-dir.
+    std::vector<std::pair<std::string, std::string>> secrets;
   };
   void HeartbeatLoop();
   void WatchLoop();
@@ -187,6 +190,7 @@ class Agent {
                                  int64_t world_size);
   Status MakeCheckpointDir(const std::string& dir, const Identity& who) const;
   Status ContainerOf(const Json& spec, const Identity& who, bool tenant, Workplace* w) const;
+  Status SecretsOf(const Json& a, Workplace* w) const;
   Status Containerize(const Workplace& w, const std::string& run_dir, const std::vector<int>& gpus,
                       const std::string& report, ProcessSpec* p) const;
   Status PrepareRunDir(const LocalRun& run) const;

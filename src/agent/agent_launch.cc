@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "agent/agent_internal.h"
 #include "agent/container.h"
@@ -55,7 +56,33 @@ Result<Agent::Workplace> Agent::WorkplaceOf(const Json& a) const {
     UNIPOOL_RETURN_IF_ERROR(MakeCheckpointDir(w.checkpoint_dir, *who));
   }
   if (in_container) w.mounts.push_back({w.checkpoint_dir, w.checkpoint_dir, false});
+  UNIPOOL_RETURN_IF_ERROR(SecretsOf(a, &w));
   return w;
+}
+
+// The assignment's secret values, and each secretKeyRef read from
+// --secret-dir/QUEUE/SECRET/KEY (the queue is the namespace: a job reads
+// only its own queue's secrets).
+Status Agent::SecretsOf(const Json& a, Workplace* w) const {
+  for (const Json& e : a.value("secretEnv", Json::array())) {
+    w->secrets.emplace_back(e.value("name", ""), e.value("value", ""));
+  }
+  const Json& spec = a["spec"];
+  for (const Json& r : spec.value("secretRefs", Json::array())) {
+    const std::string name = r.value("name", ""), ref = r.value("ref", "");
+    if (options_.secret_dir.empty()) {
+      return FailedPrecondition("spec.env[" + name + "]: secret " + ref +
+                                ": this node has no secrets (the agent's --secret-dir)");
+    }
+    const std::string path = options_.secret_dir + "/" + spec.value("queue", "") + "/" + ref;
+    std::ifstream in(path);
+    if (!in) {
+      return FailedPrecondition("spec.env[" + name + "]: secret " + ref + ": no file " + path +
+                                " on this node");
+    }
+    w->secrets.emplace_back(name, std::string(std::istreambuf_iterator<char>(in), {}));
+  }
+  return Status::Ok();
 }
 
 // A job with an image: the node's runtime, and the spec's volumes as host
@@ -190,6 +217,7 @@ Result<std::vector<ProcessSpec>> Agent::Processes(const Json& a, LocalRun& run) 
       for (const Json& e : spec.value("env", Json::array())) {
         p.env.emplace_back(e.value("name", ""), e.value("value", ""));
       }
+      p.env.insert(p.env.end(), run.place.secrets.begin(), run.place.secrets.end());
       const std::string addr = world["masterAddr"];
       const std::string port = std::to_string(world["masterPort"].get<int>());
       for (auto& kv : std::vector<std::pair<std::string, std::string>>{

@@ -394,6 +394,9 @@ void AddAgentCommands(CLI::App& app, int& exit_code) {
   cmd->add_option("--pvc-root", f->opt.pvc_root,
                   "directory whose subdirectory NAME is PersistentVolumeClaim NAME in jobs' "
                   "volumes");
+  cmd->add_option("--secret-dir", f->opt.secret_dir,
+                  "Kubernetes secretKeyRef {name: S, key: K} of a job in queue Q reads DIR/Q/S/K "
+                  "(keep it 0700)");
   cmd->add_option("--job-dirs", f->opt.job_dirs,
                   "directories where tenants' jobs may work and keep checkpoints (default: the "
                   "checkpoint root, /home, /scratch, /tmp)")

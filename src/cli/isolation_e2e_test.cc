@@ -112,6 +112,37 @@ TEST_F(IsolationE2eTest, EachTenantsJobRunsAsItsUserWithACleanEnvironment) {
   }
 }
 
+// A secret value (env with secret: true) reaches the job's processes and
+// nothing else: not the job's API object, its events, lists or watches.
+TEST_F(IsolationE2eTest, ASecretValueReachesOnlyTheJobsProcesses) {
+  const int64_t id = SubmitOk(
+      "tenant-a",
+      Spec("secretive", "team-a", "[sh, -c, 'echo $DB_PASSWORD > $UNIPOOL_CHECKPOINT_DIR/seen']",
+           "  env: [{name: DB_PASSWORD, value: hunter2-xyzzy, secret: true}]\n"));
+  Json done = WaitEnded(id);
+  ASSERT_EQ(done["state"], "Succeeded") << done.dump();
+  EXPECT_EQ(ReadAll(Ckpt(id) + "/seen"), "hunter2-xyzzy\n");
+  const std::string job = "/v1/jobs/" + std::to_string(id);
+  for (const auto& [who, path] : std::vector<std::pair<std::string, std::string>>{
+           {"tenant-a", job},
+           {"admin", job},
+           {"admin", job + "/events"},
+           {"admin", "/v1/jobs"},
+           {"viewer", "/v1/jobs"},
+           {"admin", "/v1/watch?kind=jobs&revision=1&timeoutSeconds=0"}}) {
+    HttpReply r = server_.Call("GET", path, who);
+    EXPECT_EQ(r.status, 200) << path << ": " << r.body;
+    EXPECT_EQ(r.body.find("hunter2"), std::string::npos) << who << " " << path << ": " << r.body;
+  }
+  EXPECT_EQ(server_.Call("GET", job, "admin").json()["spec"]["secretEnv"],
+            Json::array({"DB_PASSWORD"}));
+  // A restarted server still has the value for the job's next run.
+  server_.Stop();
+  server_.Start();
+  EXPECT_EQ(server_.Call("GET", job, "admin").json()["spec"]["secretEnv"],
+            Json::array({"DB_PASSWORD"}));
+}
+
 // Tenant B's job attacks tenant A's job, the agent and the server.
 TEST_F(IsolationE2eTest, ATenantsJobReachesNothingThatIsNotItsOwn) {
   // Tenant A: a job that writes a checkpoint file and a log line, and ends.

@@ -38,9 +38,11 @@ Status CheckJobPolicy(const JobRequest& job, bool tenant) {
     }
   }
   if (!tenant) return Status::Ok();
-  for (const auto& [name, value] : job.env) {
-    const std::string problem = TenantEnvProblem(name);
-    if (!problem.empty()) return InvalidArgument("spec.env[" + name + "]: " + problem);
+  for (const auto* list : {&job.env, &job.secret_env, &job.secret_refs}) {
+    for (const auto& [name, value] : *list) {
+      const std::string problem = TenantEnvProblem(name);
+      if (!problem.empty()) return InvalidArgument("spec.env[" + name + "]: " + problem);
+    }
   }
   return Status::Ok();
 }

@@ -70,6 +70,13 @@ struct JobRequest {
   std::vector<std::string> command;                         // required, non-empty
   std::vector<std::string> args;
   std::vector<std::pair<std::string, std::string>> env;  // in the order given
+  // Secret values (native env entries with secret: true): kept apart by the
+  // server, never listed back, sent only to the job's nodes. The stored
+  // form (JobRequestToJson) holds their names only.
+  std::vector<std::pair<std::string, std::string>> secret_env;
+  // Kubernetes valueFrom.secretKeyRef: NAME -> "SECRET/KEY", read on the
+  // node from the agent's --secret-dir (DIR/QUEUE/SECRET/KEY).
+  std::vector<std::pair<std::string, std::string>> secret_refs;
   std::string working_dir;
   int64_t gpus = 0;  // total; the maximum for elastic jobs; >= 1
   // The job's shape (docs/api.md, "Job shape"), at most one of the first two:

@@ -312,23 +312,34 @@ Status KubeReader::ReadEnv(const YAML::Node& n, const std::string& path) {
 // {name, value} or {name, valueFrom}; the latter cannot be resolved here.
 Status KubeReader::ReadEnvEntry(const YAML::Node& n, const std::string& path,
                                 std::set<std::string>* seen) {
-  std::string name, value;
+  std::string name, value, secret, key;
   bool from = false;
+  const Reader secret_ref = [&](const YAML::Node& v, const std::string& p) {
+    return Walk(v, p, {{"name", StringInto(&secret)}, {"key", StringInto(&key)}});
+  };
   UNIPOOL_RETURN_IF_ERROR(Walk(
       n, path,
       {{"name", StringInto(&name)},
        {"value",
         [&](const YAML::Node& v, const std::string& p) { return ReadScalar(v, p, &value, true); }},
-       {"valueFrom", [&](const YAML::Node&, const std::string&) {
+       {"valueFrom", [&](const YAML::Node& v, const std::string& p) {
           from = true;
-          return Status::Ok();
+          return Walk(v, p, {{"secretKeyRef", secret_ref}},
+                      "ignored (only secretKeyRef is resolved: the variable is not set)");
         }}}));
   if (name.empty()) return Missing(LocOf(n), path + ".name");
   if (!IsEnvName(name)) return Expected(n["name"], path + ".name", kEnvNameRule);
-  if (from) {
-    Ignore(path + ".valueFrom", "ignored (not resolved; " + name + " is not set)");
+  if (from && !secret.empty() && !key.empty()) {
+    const bool safe = secret.find('/') == std::string::npos && key.find('/') == std::string::npos &&
+                      secret != ".." && key != "..";
+    if (!safe) {
+      return InvalidArgument(path + ".valueFrom.secretKeyRef: a secret's name and key have no '/'",
+                             LocOf(n));
+    }
+    job_.secret_refs.emplace_back(name, secret + "/" + key);
     return Status::Ok();
   }
+  if (from) return Status::Ok();
   return AddEnv(n["name"], path + ".name", name, std::move(value), seen, &job_.env);
 }
 

@@ -36,30 +36,34 @@ Status ReadEnvMapping(const YAML::Node& n, const std::string& path, Pairs* env) 
 }
 
 // env as a list of {name, value}, as in Kubernetes.
-Status ReadNativeEnvList(const YAML::Node& n, const std::string& path, Pairs* env) {
+// env as a list of {name, value, secret}, as in Kubernetes (secret: the
+// value is kept apart, JobRequest::secret_env).
+Status ReadNativeEnvList(const YAML::Node& n, const std::string& path, JobRequest* job) {
   std::set<std::string> seen;
   for (size_t i = 0; i < n.size(); ++i) {
     const std::string at = Index(path, i);
-    Result<Fields> f = Fields::Of(n[i], at, {"name", "value"});
+    Result<Fields> f = Fields::Of(n[i], at, {"name", "value", "secret"});
     if (!f.ok()) return f.status();
     if (!f->Has("name")) return Missing(f->loc(), at + ".name");
     std::string name, value;
+    bool secret = false;
     UNIPOOL_RETURN_IF_ERROR(ReadScalar(f->Get("name"), at + ".name", &name, false));
     if (f->Has("value")) {
       UNIPOOL_RETURN_IF_ERROR(ReadScalar(f->Get("value"), at + ".value", &value, true));
     }
-    UNIPOOL_RETURN_IF_ERROR(
-        AddEnv(f->Get("name"), at + ".name", name, std::move(value), &seen, env));
+    UNIPOOL_RETURN_IF_ERROR(f->Bool("secret", &secret));
+    UNIPOOL_RETURN_IF_ERROR(AddEnv(f->Get("name"), at + ".name", name, std::move(value), &seen,
+                                   secret ? &job->secret_env : &job->env));
   }
   return Status::Ok();
 }
 
-Status ReadNativeEnv(const YAML::Node& n, const std::string& path, Pairs* env) {
+Status ReadNativeEnv(const YAML::Node& n, const std::string& path, JobRequest* job) {
   if (!n.IsSequence() && !n.IsMap()) {
     return Expected(n, path, "a list of {name, value} or a mapping of names to values");
   }
   UNIPOOL_RETURN_IF_ERROR(CheckListSize(n, path, kMaxListEntries));
-  return n.IsMap() ? ReadEnvMapping(n, path, env) : ReadNativeEnvList(n, path, env);
+  return n.IsMap() ? ReadEnvMapping(n, path, &job->env) : ReadNativeEnvList(n, path, job);
 }
 
 Status ReadNativeProcess(const Fields& f, JobRequest* job) {
@@ -68,7 +72,7 @@ Status ReadNativeProcess(const Fields& f, JobRequest* job) {
   if (f.Has("args")) {
     UNIPOOL_RETURN_IF_ERROR(ReadStringList(f.Get("args"), "spec.args", &job->args));
   }
-  if (f.Has("env")) UNIPOOL_RETURN_IF_ERROR(ReadNativeEnv(f.Get("env"), "spec.env", &job->env));
+  if (f.Has("env")) UNIPOOL_RETURN_IF_ERROR(ReadNativeEnv(f.Get("env"), "spec.env", job));
   UNIPOOL_RETURN_IF_ERROR(ReadFieldString(f, "workingDir", &job->working_dir));
   return ReadFieldString(f, "image", &job->image);
 }

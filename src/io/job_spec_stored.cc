@@ -144,6 +144,11 @@ Status ReadStoredProcess(const JsonFields& f, JobRequest* r) {
   UNIPOOL_RETURN_IF_ERROR(f.List("command", &r->command, true));
   UNIPOOL_RETURN_IF_ERROR(f.List("args", &r->args));
   UNIPOOL_RETURN_IF_ERROR(f.PairList("env", "name", "value", kMaxListEntries, &r->env));
+  UNIPOOL_RETURN_IF_ERROR(
+      f.PairList("secretRefs", "name", "ref", kMaxListEntries, &r->secret_refs));
+  Strings secret_names;
+  UNIPOOL_RETURN_IF_ERROR(f.List("secretEnv", &secret_names));
+  for (std::string& n : secret_names) r->secret_env.emplace_back(std::move(n), "");
   UNIPOOL_RETURN_IF_ERROR(f.String("workingDir", &r->working_dir));
   UNIPOOL_RETURN_IF_ERROR(f.String("image", &r->image));
   UNIPOOL_RETURN_IF_ERROR(f.List("volumes", &r->volumes));
@@ -263,6 +268,8 @@ Result<JobRequest> FromJson(const json& j) {
                                          "command",
                                          "args",
                                          "env",
+                                         "secretEnv",
+                                         "secretRefs",
                                          "workingDir",
                                          "gpus",
                                          "gpusPerNode",
@@ -298,6 +305,13 @@ Result<JobRequest> FromJson(const json& j) {
   return r;
 }
 
+// The names of the secret values only: the values are stored apart.
+json SecretNames(const JobRequest& r) {
+  json out = json::array();
+  for (const auto& [name, value] : r.secret_env) out.push_back(name);
+  return out;
+}
+
 json MountsToJson(const std::vector<Mount>& mounts) {
   json out = json::array();
   for (const Mount& m : mounts) {
@@ -324,6 +338,8 @@ nlohmann::json JobRequestToJson(const JobRequest& r) {
       {"command", r.command},
       {"args", r.args},
       {"env", PairsToJson(r.env, "name", "value")},
+      {"secretEnv", spec_internal::SecretNames(r)},
+      {"secretRefs", PairsToJson(r.secret_refs, "name", "ref")},
       {"workingDir", r.working_dir},
       {"gpus", r.gpus},
       {"gpusPerNode", r.gpus_per_node},

@@ -282,7 +282,8 @@ TEST(JobSpecTest, ReadsAKubernetesJob) {
                 "spec.template.spec.nodeSelector: ignored (placement follows the cluster topology)",
                 "spec.template.spec.tolerations: ignored (placement follows the cluster topology)",
                 c + ".name: ignored",
-                c + ".env[1].valueFrom: ignored (not resolved; POD_NAME is not set)",
+                c + ".env[1].valueFrom.fieldRef: ignored (only secretKeyRef is resolved: the "
+                    "variable is not set)",
                 c + ".resources.limits.cpu: ignored (only nvidia.com/gpu is scheduled)",
                 c + ".resources.limits.memory: ignored (only nvidia.com/gpu is scheduled)",
                 c + ".resources.requests.cpu: ignored (only nvidia.com/gpu is scheduled)",
@@ -405,12 +406,36 @@ spec:
   EXPECT_EQ(p.job.command, (Strings{"python3", "t.py"}));
   EXPECT_EQ(p.job.env, (Pairs{{"A", "1"}}));
   EXPECT_EQ(p.job.gpus, 2);
-  EXPECT_EQ(p.ignored,
-            (Strings{"spec.initContainers: ignored (init containers are not run)",
-                     "spec.containers[0]: ignored (only the container that requests "
-                     "nvidia.com/gpu runs)",
-                     "spec.containers[1].name: ignored",
-                     "spec.containers[1].env[1].valueFrom: ignored (not resolved; B is not set)"}));
+  EXPECT_EQ(p.ignored, (Strings{"spec.initContainers: ignored (init containers are not run)",
+                                "spec.containers[0]: ignored (only the container that requests "
+                                "nvidia.com/gpu runs)",
+                                "spec.containers[1].name: ignored"}));
+  // A secretKeyRef is read on the node (the agent's --secret-dir).
+  EXPECT_EQ(p.job.secret_refs, (Pairs{{"B", "s/k"}}));
+}
+
+// Native secret values are kept apart: the stored form has their names.
+TEST(JobSpecTest, SecretValuesAreNotInTheStoredForm) {
+  const ParsedJob p = Read(
+      "apiVersion: unipool/v1\nkind: Job\nmetadata: {name: s}\nspec:\n  command: [x]\n"
+      "  gpus: 1\n  env: [{name: DB_PASSWORD, value: hunter2, secret: true}, {name: A, "
+      "value: '1'}]\n");
+  EXPECT_EQ(p.job.env, (Pairs{{"A", "1"}}));
+  EXPECT_EQ(p.job.secret_env, (Pairs{{"DB_PASSWORD", "hunter2"}}));
+  const json j = JobRequestToJson(p.job);
+  EXPECT_EQ(j.dump().find("hunter2"), std::string::npos) << j.dump();
+  EXPECT_EQ(j["secretEnv"], json::array({"DB_PASSWORD"}));
+  Result<JobRequest> back = JobRequestFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->secret_env, (Pairs{{"DB_PASSWORD", ""}}))
+      << "the name; the server fills the value";
+  Result<ParsedJob> bad = ReadJobSpec(
+      "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - command: [x]\n"
+      "    resources: {limits: {nvidia.com/gpu: 1}}\n"
+      "    env: [{name: B, valueFrom: {secretKeyRef: {name: ../x, key: k}}}]\n",
+      "pod.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("a secret's name and key have no '/'"), std::string::npos);
 }
 
 TEST(JobSpecTest, IgnoredListIsBounded) {

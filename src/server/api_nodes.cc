@@ -157,6 +157,12 @@ Json ApiServer::AssignmentJson(const JobRecord& j) {
                   {"worldSize", rank},
                   {"nnodes", j.tasks.size()}};
   out["graceSeconds"] = control_.GraceSeconds(j.request.queue);
+  // The secret values: only in the assignments of the job's own nodes.
+  Json secrets = Json::array();
+  for (const auto& [name, value] : j.request.secret_env) {
+    secrets.push_back({{"name", name}, {"value", value}});
+  }
+  out["secretEnv"] = std::move(secrets);
   return out;
 }
 

@@ -195,6 +195,14 @@ Status ControlPlane::Recover() {
     }
     JobRecord& job = jobs_.emplace_hint(jobs_.end(), rec->id, std::move(rec).value())->second;
     next_id_ = std::max(next_id_, job.id + 1);
+    if (!job.request.secret_env.empty()) {
+      const std::optional<store::KeyValue> kv = store_.Get(SecretKey(job.id));
+      Status st = kv ? FillSecrets(Json::parse(kv->value, nullptr, false), job.request)
+                     : InvalidArgument("no secret values");
+      if (!st.ok()) {
+        return FailedPrecondition("store record " + SecretKey(job.id) + ": " + st.message());
+      }
+    }
     if (Terminal(job.state)) continue;
     Activate(job);
     if (!job.clearing.empty()) clearing_.insert(job.id);

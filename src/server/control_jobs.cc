@@ -117,6 +117,7 @@ Result<JobRecord> ControlPlane::Submit(const io::JobRequest& in, const Submitter
     Activate(job);
     Txn txn;
     txn.Put(kNextIdKey, std::to_string(next_id_));
+    if (!request.secret_env.empty()) txn.Put(SecretKey(id), SecretsToJson(request).dump());
     Write(job, "Submitted",
           "submitted by " + owner + " to queue " + request.queue + ": " +
               std::to_string(request.gpus) + " GPUs",

@@ -28,6 +28,23 @@ const char* kPolicies[] = {"best-effort", "fifo"};
 }  // namespace
 
 std::string JobKey(int64_t id) { return "/jobs/" + Pad(id, 12); }
+std::string SecretKey(int64_t id) { return "/secrets/" + Pad(id, 12); }
+
+Json SecretsToJson(const io::JobRequest& r) {
+  Json out = Json::object();
+  for (const auto& [name, value] : r.secret_env) out[name] = value;
+  return out;
+}
+
+Status FillSecrets(const Json& j, io::JobRequest& r) {
+  for (auto& [name, value] : r.secret_env) {
+    if (!j.is_object() || !j.contains(name) || !j[name].is_string()) {
+      return InvalidArgument("secret value " + name + " is missing");
+    }
+    value = j[name].get<std::string>();
+  }
+  return Status::Ok();
+}
 std::string EventKey(int64_t job, int64_t seq) {
   return "/events/" + Pad(job, 12) + "/" + Pad(seq, 6);
 }

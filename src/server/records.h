@@ -28,7 +28,13 @@ Result<SubmitLimits> SubmitLimitsFromJson(const Json& j, const std::string& wher
 Json SummaryToJson(const Summary& s);
 
 // Store keys.
-std::string JobKey(int64_t id);                  // /jobs/000000000042
+std::string JobKey(int64_t id);  // /jobs/000000000042
+// A job's secret values, apart from the job (never in /jobs/, never listed
+// or watched): /secrets/000000000042 holds {NAME: value}.
+std::string SecretKey(int64_t id);
+Json SecretsToJson(const io::JobRequest& r);
+// Sets the values of r.secret_env (names from the job record) from `j`.
+Status FillSecrets(const Json& j, io::JobRequest& r);
 std::string EventKey(int64_t job, int64_t seq);  // /events/000000000042/000003
 std::string NodeKey(const std::string& name);    // /nodes/NAME
 std::string QueueKey(const std::string& name);   // /queues/NAME
