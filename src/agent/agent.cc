@@ -681,8 +681,13 @@ void Agent::CheckHung(int64_t job, LocalRun& run) {
     quoted += "'";
     auto [code, out] = Shell("env UNIPOOL_JOB_ID=" + std::to_string(job) + " UNIPOOL_PIDS='" +
                              pids + "' sh -c " + quoted);
-    std::ofstream(run.dir + "/hang-hook.txt") << out << "\n";
-    chmod((run.dir + "/hang-hook.txt").c_str(), 0600);
+    const std::string file = run.dir + "/hang-hook.txt";
+    const int fd = open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd >= 0) {
+      const std::string text = out + "\n";
+      [[maybe_unused]] const ssize_t n = write(fd, text.data(), text.size());
+      close(fd);
+    }
     why += "; hang hook exit " + std::to_string(code) + " (output in the run's hang-hook.txt)";
   }
   log_.Warn("agent", why, {{"job", job}, {"node", options_.node}});

@@ -97,6 +97,9 @@ Status Agent::ContainerOf(const Json& spec, const Identity& who, bool tenant, Wo
                               "--container-runtime; host runs such jobs on the host, ignoring "
                               "the image)");
   }
+  if (image.starts_with("-")) {
+    return FailedPrecondition("spec.image: '" + image + "' is not an image name");
+  }
   w->image = image;
   const std::vector<Json> mounts = spec.value("mounts", std::vector<Json>());
   for (size_t i = 0; i < mounts.size(); ++i) {
@@ -115,7 +118,8 @@ Status Agent::ContainerOf(const Json& spec, const Identity& who, bool tenant, Wo
                                   ": this node maps no claims to directories (the agent's "
                                   "--pvc-root)");
       }
-      m.src = options_.pvc_root + "/" + source.substr(4);
+      // Claims are the queue's, as a namespace's in Kubernetes.
+      m.src = options_.pvc_root + "/" + spec.value("queue", "") + "/" + source.substr(4);
     } else if (source == "emptyDir") {
       m.src = "empty-" + std::to_string(i);  // made in the run's directory (PrepareRunDir)
       w->empty_dirs.push_back(i);
@@ -165,20 +169,28 @@ Status Agent::MakeCheckpointDir(const std::string& dir, const Identity& who) con
   if (who.switch_user && options_.checkpoint_root == options_.work_dir + "/checkpoints") {
     chmod(options_.checkpoint_root.c_str(), 0711);  // the agent's own: others list nothing
   }
-  fs::create_directory(dir, ec);
+  const bool made = mkdir(dir.c_str(), 0700) == 0;
+  // By descriptor, never through a link: the root may be shared storage.
+  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   struct stat st;
-  if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    return FailedPrecondition("cannot create the checkpoint directory " + dir);
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    if (fd >= 0) close(fd);
+    return FailedPrecondition("cannot create the checkpoint directory " + dir +
+                              " (or it is not a directory)");
   }
-  if (!who.switch_user) return Status::Ok();
-  if (st.st_uid != who.uid && st.st_uid != 0) {
-    return FailedPrecondition("checkpoint directory " + dir + " belongs to uid " +
-                              std::to_string(st.st_uid) + ", not the job's user " + who.user);
+  Status out = Status::Ok();
+  if (who.switch_user) {
+    // One that was there must be this job's user's (an earlier run, another
+    // node): a directory made by anyone else is not given away.
+    if (!made && st.st_uid != who.uid) {
+      out = FailedPrecondition("checkpoint directory " + dir + " belongs to uid " +
+                               std::to_string(st.st_uid) + ", not the job's user " + who.user);
+    } else if (fchown(fd, who.uid, who.gid) != 0 || fchmod(fd, 0700) != 0) {
+      out = FailedPrecondition("cannot give the checkpoint directory " + dir + " to " + who.user);
+    }
   }
-  if (chown(dir.c_str(), who.uid, who.gid) != 0 || chmod(dir.c_str(), 0700) != 0) {
-    return FailedPrecondition("cannot give the checkpoint directory " + dir + " to " + who.user);
-  }
-  return Status::Ok();
+  close(fd);
+  return out;
 }
 
 Result<std::vector<ProcessSpec>> Agent::Processes(const Json& a, LocalRun& run) const {

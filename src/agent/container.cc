@@ -19,11 +19,13 @@ const std::map<std::string, std::string>& Builtins() {
        "{devices:--dev-bind {dev} {dev}} {mounts:{bind} {src} {dst}} --chdir {workdir} "
        "-- {command}"},
       {"podman",
-       "podman run --rm --network host --ipc host --user {uid}:{gid} {env:--env {name}} "
+       "podman run --rm --network host --ipc host --user {uid}:{gid} --cap-drop ALL "
+       "--security-opt no-new-privileges {env:--env {name}} "
        "{mounts:--volume {src}:{dst}:{mode}} {devices:--device {dev}} --workdir {workdir} "
        "{image} {command}"},
       {"docker",
-       "docker run --rm --network host --ipc host --user {uid}:{gid} {env:--env {name}} "
+       "docker run --rm --network host --ipc host --user {uid}:{gid} --cap-drop ALL "
+       "--security-opt no-new-privileges {env:--env {name}} "
        "{mounts:--volume {src}:{dst}:{mode}} {devices:--device {dev}} --workdir {workdir} "
        "{image} {command}"},
       {"apptainer",

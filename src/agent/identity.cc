@@ -184,8 +184,16 @@ std::string MakePrivateDirs(const std::string& dir) {
     }
   }
   if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return dir + ": " + std::strerror(errno);
+  // One that was there already must be this user's own directory (not a
+  // link, not another user's planted for it), and is made private.
   struct stat st;
-  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return dir + ": not a directory";
+  if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return dir + ": not a directory";
+  if (st.st_uid != getuid()) {
+    return dir + ": belongs to uid " + std::to_string(st.st_uid) + ", not this job's user";
+  }
+  if ((st.st_mode & 07777) != 0700 && chmod(dir.c_str(), 0700) != 0) {
+    return dir + ": " + std::strerror(errno);
+  }
   return "";
 }
 

@@ -69,8 +69,9 @@ std::vector<std::pair<std::string, std::string>> BaseEnvironment(const Identity&
                                                                  char** agent_env);
 
 // Creates `dir` and its missing parents as the calling process's user, the
-// last one mode 0700. For the child after it dropped privileges. Returns
-// errno's text, or "" on success.
+// last one mode 0700; an existing `dir` must be that user's own directory
+// (not a link) and is made 0700. For the child after it dropped privileges.
+// Returns what is wrong, or "" on success.
 std::string MakePrivateDirs(const std::string& dir);
 
 }  // namespace unipool::agent

@@ -1,7 +1,10 @@
 #include "agent/identity.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <filesystem>
 
 namespace unipool::agent {
 namespace {
@@ -98,6 +101,35 @@ TEST(IdentityTest, TheBaseEnvironmentKeepsNothingOfTheAgentsSecrets) {
   EXPECT_EQ(base, want);
   char* empty[] = {nullptr};
   EXPECT_EQ(BaseEnvironment(Identity{}, empty).front().first, "PATH") << "a default PATH";
+}
+
+}  // namespace
+}  // namespace unipool::agent
+
+namespace unipool::agent {
+namespace {
+
+// A directory planted for the job by someone else, or a link, is refused;
+// the job's own is made private.
+TEST(IdentityTest, PrivateDirsAreTheUsersOwn) {
+  const std::string base = ::testing::TempDir() + "/private-" + std::to_string(getpid());
+  std::filesystem::remove_all(base);
+  EXPECT_EQ(MakePrivateDirs(base + "/a/b"), "");
+  struct stat st;
+  ASSERT_EQ(stat((base + "/a/b").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  chmod((base + "/a/b").c_str(), 0777);
+  EXPECT_EQ(MakePrivateDirs(base + "/a/b"), "") << "again: the same user's";
+  ASSERT_EQ(stat((base + "/a/b").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u) << "made private";
+  std::filesystem::create_directory_symlink(base + "/a/b", base + "/link");
+  EXPECT_NE(MakePrivateDirs(base + "/link").find("not a directory"), std::string::npos);
+  if (geteuid() == 0) {
+    std::filesystem::create_directory(base + "/planted");
+    ASSERT_EQ(chown((base + "/planted").c_str(), 4000123, 4000123), 0);
+    EXPECT_NE(MakePrivateDirs(base + "/planted").find("belongs to uid 4000123"), std::string::npos);
+  }
+  std::filesystem::remove_all(base);
 }
 
 }  // namespace

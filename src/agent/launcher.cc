@@ -161,6 +161,8 @@ Status ProcessGroup::Start(const std::vector<ProcessSpec>& procs) {
       dup2(pipefd[1], STDERR_FILENO);
       const int devnull = open("/dev/null", O_RDONLY);
       if (devnull >= 0) dup2(devnull, STDIN_FILENO);
+      // Nothing else of the agent's: other runs' logs, its sockets.
+      close_range(3, ~0U, 0);
       clearenv();  // nothing of the agent's environment (its tokens) reaches a job
       for (const auto& [k, v] : p.env) setenv(k.c_str(), v.c_str(), 1);
       for (const std::string& dir : p.make_dirs) {

@@ -1,6 +1,8 @@
 #include "agent/log_file.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -67,9 +69,15 @@ LogFile::~LogFile() {
   if (out_) std::fclose(out_);
 }
 
+// Owner-only from its creation (a job of another user that opened it in a
+// window after a looser create would keep reading it), never inherited by
+// a job (close-on-exec), never through a link.
 void LogFile::Open() {
-  out_ = std::fopen(path_.c_str(), "a");
-  if (out_) fchmod(fileno(out_), 0600);
+  const int fd = open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return;
+  fchmod(fd, 0600);  // (one made by an older agent)
+  out_ = fdopen(fd, "a");
+  if (out_ == nullptr) close(fd);
 }
 
 void LogFile::Rotate() {

@@ -118,10 +118,11 @@ class SeedPodE2eTest : public ContainerE2eTest {
 // changed, to the test's image and a command busybox has. Its claims are
 // directories under the agent's --pvc-root; its command runs once.
 TEST_F(SeedPodE2eTest, TheSeedsPodRunsInItsImage) {
+  // Claims are per queue (the pod's is default): PVC_ROOT/QUEUE/CLAIM.
   for (const char* claim : {"training-data-pvc", "training-output-pvc"}) {
-    fs::create_directories(pvc_ + "/" + claim);
+    fs::create_directories(pvc_ + "/default/" + claim);
   }
-  std::ofstream(pvc_ + "/training-data-pvc/shard-0") << "tokens\n";
+  std::ofstream(pvc_ + "/default/training-data-pvc/shard-0") << "tokens\n";
   StartAgent("n0");
   WaitNodesUp(1);
   std::string pod = ReadAll(std::string(UNIPOOL_SOURCE_DIR) + "/examples/jobs/k8s-pod.yaml");
@@ -140,8 +141,8 @@ TEST_F(SeedPodE2eTest, TheSeedsPodRunsInItsImage) {
       id, [](const Json& j) { return j["state"] == "Succeeded" || j["state"] == "Failed"; }, 30,
       "ended");
   ASSERT_EQ(done["state"], "Succeeded") << done.dump();
-  EXPECT_EQ(ReadAll(pvc_ + "/training-output-pvc/seen"), "0 1 0,1,2,3,4,5,6,7 8\n");
-  EXPECT_EQ(ReadAll(pvc_ + "/training-output-pvc/data"), "shard-0\n");
+  EXPECT_EQ(ReadAll(pvc_ + "/default/training-output-pvc/seen"), "0 1 0,1,2,3,4,5,6,7 8\n");
+  EXPECT_EQ(ReadAll(pvc_ + "/default/training-output-pvc/data"), "shard-0\n");
 }
 
 }  // namespace

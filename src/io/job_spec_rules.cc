@@ -203,8 +203,8 @@ Status CheckMount(const Mount& m, SourceLoc at, const std::string& path) {
         path + ".mountPath: expected an absolute path without '..', got " + Quote(m.path), at);
   }
   const bool known = (m.source.starts_with("hostPath:/") && !dotdot(m.source)) ||
-                     (m.source.starts_with("pvc:") && m.source.size() > 4 &&
-                      m.source.find('/') == std::string::npos) ||
+                     (m.source.starts_with("pvc:") && m.source != "pvc:." && m.source != "pvc:.." &&
+                      m.source.size() > 4 && m.source.find('/') == std::string::npos) ||
                      m.source == "emptyDir" || m.source.starts_with("nfs:");
   if (!known) {
     return InvalidArgument(path +

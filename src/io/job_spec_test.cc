@@ -647,6 +647,8 @@ TEST(JobSpecTest, ShapeFieldsSayHowTheGangSpreads) {
             "spec.nodes: 2 nodes with gpusPerTask: give nodes alone or with gpusPerNode"},
            {"  gpus: 8\n  gpusPerTask: 3\n", "spec.gpusPerTask: 3 does not divide spec.gpus (8)"},
            {"  gpus: 8\n  placement: wide\n", "spec.placement: expected pack or spread"},
+           {"  gpus: 8\n  volumes: [{name: v, source: 'pvc:..', mountPath: /v}]\n",
+            "spec.volumes[0].source: expected hostPath:/DIR, pvc:CLAIM"},
            {"  gpus: 8\n  exclusive: true\n  elastic: {minGpus: 4}\n",
             "spec.elastic: an exclusive job has a fixed size"}}) {
     Result<ParsedJob> r = ReadJobSpec(spec(fields), "job.yaml");

@@ -129,7 +129,11 @@ Result<JobRecord> JobFromJson(const Json& j) {
   job.preemptions = static_cast<int32_t>(preemptions);
   try {
     job.owner = j.at("owner").get<std::string>();
-    if (j.contains("identity")) {  // absent in records written before it existed
+    // Absent in records written before it existed: such a job is taken as a
+    // tenant's with no runAs (fail closed: a root agent starts it only
+    // where its queue allows root).
+    job.identity.tenant = true;
+    if (j.contains("identity")) {
       const Json& id = j["identity"];
       job.identity.run_as = id.at("runAs").get<std::string>();
       job.identity.tenant = id.at("tenant").get<bool>();
