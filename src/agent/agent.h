@@ -189,7 +189,7 @@ class Agent {
                                  const std::vector<int>& gpus, int64_t node_rank, int64_t nnodes,
                                  int64_t world_size);
   Status MakeCheckpointDir(const std::string& dir, const Identity& who) const;
-  Status ContainerOf(const Json& spec, const Identity& who, bool tenant, Workplace* w) const;
+  Status ContainerOf(const Json& spec, bool tenant, Workplace* w) const;
   Status SecretsOf(const Json& a, Workplace* w) const;
   Status Containerize(const Workplace& w, const std::string& run_dir, const std::vector<int>& gpus,
                       const std::string& report, ProcessSpec* p) const;

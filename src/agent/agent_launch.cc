@@ -28,7 +28,7 @@ Result<Agent::Workplace> Agent::WorkplaceOf(const Json& a) const {
   const bool tenant = req.tenant;
   // With an image the working directory is the container's (as in a pod).
   if (const std::string image = spec.value("image", ""); !image.empty()) {
-    UNIPOOL_RETURN_IF_ERROR(ContainerOf(spec, *who, tenant, &w));
+    UNIPOOL_RETURN_IF_ERROR(ContainerOf(spec, tenant, &w));
   }
   // A relative path is the job's home's (the agent's directory for its own user).
   const std::string base = who->switch_user ? who->home : fs::current_path().string();
@@ -88,7 +88,7 @@ Status Agent::SecretsOf(const Json& a, Workplace* w) const {
 // A job with an image: the node's runtime, and the spec's volumes as host
 // directories (hostPath, a PersistentVolumeClaim under --pvc-root, an
 // emptyDir in the run's directory). Errors say what the node lacks.
-Status Agent::ContainerOf(const Json& spec, const Identity& who, bool tenant, Workplace* w) const {
+Status Agent::ContainerOf(const Json& spec, bool tenant, Workplace* w) const {
   const std::string image = spec["image"];
   if (options_.container_runtime == "host") return Status::Ok();  // the image is ignored
   if (options_.container_template.empty()) {

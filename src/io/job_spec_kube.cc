@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <set>
 
+#include "io/job_policy.h"
 #include "io/job_spec_rules.h"
 #include "io/quote.h"
 #include "io/yaml_fields.h"
@@ -331,7 +332,7 @@ Status KubeReader::ReadEnvEntry(const YAML::Node& n, const std::string& path,
   if (!IsEnvName(name)) return Expected(n["name"], path + ".name", kEnvNameRule);
   if (from && !secret.empty() && !key.empty()) {
     const bool safe = secret.find('/') == std::string::npos && key.find('/') == std::string::npos &&
-                      secret != ".." && key != "..";
+                      !HasDotDot(secret + "/" + key);
     if (!safe) {
       return InvalidArgument(path + ".valueFrom.secretKeyRef: a secret's name and key have no '/'",
                              LocOf(n));

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "io/cluster_reader.h"
+#include "io/job_policy.h"
 #include "io/quote.h"
 #include "io/text.h"
 #include "io/yaml_fields.h"
@@ -194,15 +195,11 @@ Status AddVolume(const YAML::Node& n, const std::string& path, const std::string
 }
 
 Status CheckMount(const Mount& m, SourceLoc at, const std::string& path) {
-  auto dotdot = [](const std::string& p) {
-    return p == ".." || p.starts_with("../") || p.ends_with("/..") ||
-           p.find("/../") != std::string::npos;
-  };
-  if (!m.path.starts_with("/") || dotdot(m.path)) {
+  if (!m.path.starts_with("/") || HasDotDot(m.path)) {
     return InvalidArgument(
         path + ".mountPath: expected an absolute path without '..', got " + Quote(m.path), at);
   }
-  const bool known = (m.source.starts_with("hostPath:/") && !dotdot(m.source)) ||
+  const bool known = (m.source.starts_with("hostPath:/") && !HasDotDot(m.source)) ||
                      (m.source.starts_with("pvc:") && m.source != "pvc:." && m.source != "pvc:.." &&
                       m.source.size() > 4 && m.source.find('/') == std::string::npos) ||
                      m.source == "emptyDir" || m.source.starts_with("nfs:");
