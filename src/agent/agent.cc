@@ -446,6 +446,7 @@ void Agent::Run() {
         std::lock_guard lock(pids_mu_);
         for (pid_t p : run.pgids) pgids_.erase(p);
       }
+      run.oom_kills = contain_->OomKills(it->first, run.generation);
       contain_->KillRun(it->first, run.generation);  // what its processes left behind
       if (fenced_ || FenceCount() > run.fences_at_start) {
         // Killed by the fence: tell the server once it is back (it may have
@@ -592,7 +593,16 @@ void Agent::StartRun(const Json& a) {
     return;
   }
   std::vector<ProcessSpec> procs = std::move(listed).value();
-  const std::string cgroup = contain_->PrepareRun(id, run->generation);
+  const io::TaskLimits limits = LimitsOf(a["spec"]);
+  const int64_t tasks = TasksOn(a, options_.node);
+  std::string not_enforced;
+  const std::string cgroup =
+      contain_->PrepareRun(id, run->generation, limits, tasks, &not_enforced);
+  if (!not_enforced.empty()) {
+    log_.Warn("agent", "the job's limits are not all enforced here: " + not_enforced,
+              {{"job", id}, {"node", options_.node}});
+  }
+  run->memory_limit = limits.memory * tasks;
   for (ProcessSpec& p : procs) {
     p.cgroup_procs = cgroup;
     p.env.emplace_back("UNIPOOL_FENCE", contain_->RunTag(id, run->generation));
@@ -647,6 +657,11 @@ void Agent::Finish(int64_t job, LocalRun& run) {
     }
   }
   std::string why = bad ? bad->Describe() : "a process failed";
+  if (run.oom_kills > 0) {
+    why += "; the kernel's OOM killer killed " + std::to_string(run.oom_kills) +
+           " process(es) at the job's memory limit (" + std::to_string(run.memory_limit) +
+           " bytes on this node: raise resources.memory)";
+  }
   const std::string hint = DiagnoseLog(run.run.LogTails(16384));
   if (!hint.empty()) why += "; likely " + hint;
   log_.Warn("agent", "run failed: " + why, {{"job", job}, {"node", options_.node}});

@@ -26,6 +26,9 @@ void Agent::StartContainment() {
   const int left = contain_->KillAll();
   log_.Info("agent", "containment: " + contain_->mode(),
             {{"node", options_.node}, {"leftoverProcessesKilled", int64_t{left}}});
+  if (const std::string note = contain_->limits_note(); !note.empty()) {
+    log_.Warn("agent", note, {{"node", options_.node}});
+  }
   if (options_.watchdog_exe.empty()) return;
   Result<std::unique_ptr<Watchdog>> w = Watchdog::Start(options_.watchdog_exe, *contain_);
   if (w.ok()) {

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +15,21 @@
 
 namespace unipool::agent {
 namespace fs = std::filesystem;
+
+io::TaskLimits LimitsOf(const Json& spec) {
+  const Json l = spec.value("limits", Json::object());
+  return {l.value("milliCpu", int64_t{0}), l.value("memoryBytes", int64_t{0}),
+          l.value("pids", int64_t{0})};
+}
+
+int64_t TasksOn(const Json& a, const std::string& node) {
+  const int64_t per_task = a["spec"].value("gpusPerTask", int64_t{0});
+  int64_t gpus = 0;
+  for (const Json& t : a["tasks"]) {
+    if (t["node"] == node) gpus += static_cast<int64_t>(t["gpus"].size());
+  }
+  return per_task > 0 ? std::max<int64_t>(1, gpus / per_task) : 1;
+}
 
 // Who the run's processes are and where they work (identity.h), from the
 // assignment: errors say why the run may not start here.

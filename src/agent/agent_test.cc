@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "agent/agent_internal.h"
+
 namespace unipool::agent {
 namespace {
 
@@ -14,6 +16,21 @@ TEST(AgentTest, GpuHealthReadsNvidiaSmi) {
       GpuHealthFrom(9, "Unable to determine the device handle for GPU0000:3B:00.0: Unknown Error"),
       "nvidia-smi failed: Unable to determine the device handle for GPU0000:3B:00.0: Unknown "
       "Error");
+}
+
+// A node's cgroup holds the limits of every task of the job it runs there.
+TEST(AgentTest, LimitsCountTheTasksOnTheNode) {
+  const Json a = Json::parse(R"({"spec": {"gpusPerTask": 2,
+      "limits": {"milliCpu": 1500, "memoryBytes": 1024, "pids": 0}},
+      "tasks": [{"node": "n0", "gpus": [0, 1]}, {"node": "n1", "gpus": [0, 1]},
+                {"node": "n0", "gpus": [2, 3]}]})");
+  EXPECT_EQ(TasksOn(a, "n0"), 2);
+  EXPECT_EQ(TasksOn(a, "n1"), 1);
+  EXPECT_EQ(LimitsOf(a["spec"]), (io::TaskLimits{1500, 1024, 0}));
+  Json whole = a;
+  whole["spec"]["gpusPerTask"] = 0;  // a node's share is one task
+  EXPECT_EQ(TasksOn(whole, "n0"), 1);
+  EXPECT_FALSE(LimitsOf(Json::object()).any());
 }
 
 }  // namespace

@@ -67,7 +67,7 @@ std::string OwnCgroupV2(std::string* why) {
   }
   std::ifstream self("/proc/self/cgroup");
   for (std::string line; std::getline(self, line);) {
-    if (line.rfind("0::", 0) == 0) return mount + (line.size() > 3 ? line.substr(3) : "/");
+    if (line.rfind("0::", 0) == 0) return line.size() > 4 ? mount + line.substr(3) : mount;
   }
   *why = "this process is in no cgroup v2";
   return "";
@@ -140,6 +140,16 @@ void KillCgroupTree(const std::string& dir, bool remove) {
   }
 }
 
+namespace {
+
+// An agent's leaf beside its runs (cgroup_limits.h): "unipool-TAG-agent".
+bool IsAgentLeaf(const fs::path& dir) {
+  const std::string name = dir.filename().string();
+  return name.starts_with("unipool-") && name.ends_with("-agent");
+}
+
+}  // namespace
+
 Containment::Containment(const std::string& work_dir, const std::string& node,
                          const std::string& cgroup) {
   std::error_code ec;
@@ -147,7 +157,9 @@ Containment::Containment(const std::string& work_dir, const std::string& node,
   tag_ = node + "." + Hex(Fnv1a(abs.string() + "\n" + node)).substr(0, 12);
   std::string why = "--cgroup off";
   if (cgroup != "off") {
-    const std::string parent = cgroup == "auto" ? OwnCgroupV2(&why) : cgroup;
+    std::string parent = cgroup == "auto" ? OwnCgroupV2(&why) : cgroup;
+    // An agent of this process moved it into its leaf: the runs go beside it.
+    if (cgroup == "auto" && IsAgentLeaf(parent)) parent = fs::path(parent).parent_path().string();
     if (!parent.empty()) {
       const std::string base = parent + "/unipool-" + tag_;
       if (mkdir(base.c_str(), 0755) != 0 && errno != EEXIST) {
@@ -157,28 +169,64 @@ Containment::Containment(const std::string& work_dir, const std::string& node,
         rmdir(base.c_str());
       } else {
         base_ = base;
+        delegation_ = DelegateControllers(
+            parent, base, cgroup == "auto" ? parent + "/unipool-" + tag_ + "-agent" : "");
       }
     }
   }
   mode_ = base_.empty() ? "process tags (" + why + ")" : "cgroup v2 (" + base_ + ")";
+  if (base_.empty()) delegation_.why_not = "no cgroup v2 for the runs (" + why + ")";
+}
+
+std::string Containment::limits_note() const {
+  return delegation_.why_not.empty()
+             ? ""
+             : "CPU, memory and pids limits not enforced: " + delegation_.why_not;
+}
+
+std::string Containment::RunDir(int64_t job, int64_t generation) const {
+  return base_ + "/job-" + std::to_string(job) + "-run-" + std::to_string(generation);
 }
 
 std::string Containment::RunTag(int64_t job, int64_t generation) const {
   return tag_ + "/" + std::to_string(job) + "/" + std::to_string(generation);
 }
 
-std::string Containment::PrepareRun(int64_t job, int64_t generation) const {
-  if (base_.empty()) return "";
-  const std::string dir =
-      base_ + "/job-" + std::to_string(job) + "-run-" + std::to_string(generation);
-  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return "";
-  return dir + "/cgroup.procs";
+std::string Containment::PrepareRun(int64_t job, int64_t generation, const io::TaskLimits& limits,
+                                    int64_t tasks, std::string* not_enforced) const {
+  std::string missing;
+  const auto note = [&missing](const std::string& what) {
+    missing += (missing.empty() ? "" : "; ") + what;
+  };
+  std::string procs;
+  const std::string dir = RunDir(job, generation);
+  if (base_.empty()) {
+    if (limits.any()) note(delegation_.why_not);
+  } else if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    if (limits.any()) note("cannot create " + dir + ": " + std::strerror(errno));
+  } else {
+    procs = dir + "/cgroup.procs";
+    std::string uncontrolled;  // files whose controller this agent lacks
+    for (const auto& [file, value] : LimitFiles(limits, tasks)) {
+      if (!delegation_.enabled.count(ControllerOf(file))) {
+        if (file != "memory.swap.max") uncontrolled += (uncontrolled.empty() ? "" : ", ") + file;
+      } else if (!WriteText(dir + "/" + file, value.c_str()) && file != "memory.swap.max") {
+        note(file + " " + value + ": " + std::strerror(errno));  // (no swap: no such file)
+      }
+    }
+    if (!uncontrolled.empty()) note(uncontrolled + " (" + delegation_.why_not + ")");
+  }
+  if (not_enforced) *not_enforced = missing;
+  return procs;
+}
+
+int64_t Containment::OomKills(int64_t job, int64_t generation) const {
+  return base_.empty() ? 0 : agent::OomKills(RunDir(job, generation));
 }
 
 int Containment::KillRun(int64_t job, int64_t generation) const {
   if (!base_.empty()) {
-    KillCgroupTree(base_ + "/job-" + std::to_string(job) + "-run-" + std::to_string(generation),
-                   true);
+    KillCgroupTree(RunDir(job, generation), true);
   }
   std::string exact = RunTag(job, generation);
   exact.push_back('\0');  // the whole value: run 1 is not run 12

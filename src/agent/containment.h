@@ -13,6 +13,10 @@
 //     A process that clears its environment and leaves its session escapes
 //     this mode; the cgroup mode has no such gap.
 //
+// Limits: a run's cgroup also enforces its tasks' CPU, memory and pids
+// limits (cgroup_limits.h) where this agent could delegate the controllers;
+// limits_note() says what is not enforced, for the start-up warning.
+//
 // The tag is derived from the node's name and the agent's work directory, so
 // an agent restarted with the same name and directory finds what its
 // predecessor left (and two agents on one machine never touch each other's
@@ -24,6 +28,9 @@
 
 #include <cstdint>
 #include <string>
+
+#include "agent/cgroup_limits.h"
+#include "io/job_spec.h"
 
 namespace unipool::agent {
 
@@ -38,12 +45,22 @@ class Containment {
   const std::string& mode() const { return mode_; }
   const std::string& cgroup_base() const { return base_; }  // "" in tags-only mode
   const std::string& tag() const { return tag_; }
+  // The controllers the runs' cgroups have (of cpu, memory, pids), and ""
+  // or what limits are not enforced and why.
+  const std::set<std::string>& controllers() const { return delegation_.enabled; }
+  std::string limits_note() const;
 
   // The value of UNIPOOL_FENCE for a run's processes.
   std::string RunTag(int64_t job, int64_t generation) const;
-  // Creates the run's cgroup; returns the path of its cgroup.procs for a
-  // process to join before exec ("" in tags-only mode or when it cannot).
-  std::string PrepareRun(int64_t job, int64_t generation) const;
+  // Creates the run's cgroup with the limits of `tasks` tasks of `limits`
+  // each; returns the path of its cgroup.procs for a process to join before
+  // exec ("" in tags-only mode or when it cannot). `not_enforced` (may be
+  // null) is set to what of the limits is not enforced and why, else "".
+  std::string PrepareRun(int64_t job, int64_t generation, const io::TaskLimits& limits = {},
+                         int64_t tasks = 1, std::string* not_enforced = nullptr) const;
+  // How many of the run's processes the kernel's OOM killer killed (its
+  // memory limit); call before KillRun, which removes the cgroup.
+  int64_t OomKills(int64_t job, int64_t generation) const;
   // Kills every process of the run (cgroup and tag) and removes its cgroup.
   // Returns how many processes the tag scan had to kill (the cgroup's are
   // not counted).
@@ -53,7 +70,10 @@ class Containment {
   int KillAll() const;
 
  private:
+  std::string RunDir(int64_t job, int64_t generation) const;
+
   std::string mode_, base_, tag_;
+  Delegation delegation_;
 };
 
 // Kills (SIGKILL) every process whose environment has UNIPOOL_FENCE starting

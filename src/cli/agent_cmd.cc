@@ -432,7 +432,8 @@ void AddAgentCommands(CLI::App& app, int& exit_code) {
                   "before it is killed; $UNIPOOL_JOB_ID and $UNIPOOL_PIDS are set");
   cmd->add_option("--cgroup", f->opt.cgroup,
                   "auto (a cgroup v2 directory per run where one can be created), off (process "
-                  "tags only) or a cgroup v2 directory to create runs under")
+                  "tags only) or a cgroup v2 directory to create runs under; the runs' cpu, memory "
+                  "and pids limits are enforced where it offers those controllers")
       ->capture_default_str();
   cmd->add_option("--log-level", f->log_level, "debug, info, warn or error")->capture_default_str();
   cmd->callback([f, &exit_code] { exit_code = RunAgent(*f); });

@@ -63,6 +63,18 @@ struct Mount {
   bool read_only = false;
 };
 
+// What each task may use of its node (docs/api.md, "Limits"), enforced by
+// the node's cgroup where the agent has one; 0: no limit. A task is a pod,
+// a node's share of a gpusPerNode job (or of a job that gives no shape), or
+// a gpusPerTask task.
+struct TaskLimits {
+  int64_t milli_cpu = 0;  // thousandths of a core: cpu.max
+  int64_t memory = 0;     // bytes: memory.max (and no swap)
+  int64_t pids = 0;       // processes and threads: pids.max
+  bool any() const { return milli_cpu > 0 || memory > 0 || pids > 0; }
+  bool operator==(const TaskLimits&) const = default;
+};
+
 // What a user asked for, independent of the shape it came in.
 struct JobRequest {
   std::string name;  // metadata.name: lowercase alphanumerics and '-', 1..63
@@ -85,6 +97,7 @@ struct JobRequest {
   int32_t nodes = 0;          // 0: not said; else gpus / nodes on each
   bool exclusive = false;     // its nodes run nothing else (charged whole)
   Spread spread = Spread::kPack;
+  TaskLimits limits;
   std::string queue = "default";
   std::string priority_class;  // "" | low | normal | high (resolved by the server)
   int32_t priority = 0;        // explicit priority; used when priority_class is ""

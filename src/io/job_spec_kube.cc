@@ -25,7 +25,7 @@ struct Rule {
 };
 
 constexpr const char* kPlacementWhy = "ignored (placement follows the cluster topology)";
-constexpr const char* kOnlyGpusWhy = "ignored (only nvidia.com/gpu is scheduled)";
+constexpr const char* kOnlyGpusWhy = "ignored (only nvidia.com/gpu, cpu and memory are read)";
 
 // `res`.`which`[nvidia.com/gpu], or -1 when absent.
 Status GpuQuantity(const YAML::Node& res, const char* which, const std::string& path,
@@ -291,13 +291,27 @@ Status KubeReader::ReadContainer(const YAML::Node& n, const std::string& path) {
                          LocOf(n));
 }
 
-// limits and requests: nvidia.com/gpu was read by PickGpuContainer.
+// limits and requests: nvidia.com/gpu was read by PickGpuContainer; the
+// cpu and memory limits are the pod's (each task's) limits.
 Status KubeReader::ReadResources(const YAML::Node& n, const std::string& path) {
   if (n.IsNull()) return Status::Ok();
-  const Reader only_gpus = [this](const YAML::Node& v, const std::string& p) {
-    return v.IsNull() ? Status::Ok() : Walk(v, p, {{kGpuResource, nullptr}}, kOnlyGpusWhy);
+  TaskLimits& l = job_.limits;
+  const Reader limits = [this, &l](const YAML::Node& v, const std::string& p) {
+    if (v.IsNull()) return Status::Ok();
+    return Walk(v, p,
+                {{kGpuResource, nullptr},
+                 {"cpu", Into(ReadCpuLimit, &l.milli_cpu)},
+                 {"memory", Into(ReadMemoryLimit, &l.memory)}},
+                kOnlyGpusWhy);
   };
-  return Walk(n, path, {{"limits", only_gpus}, {"requests", only_gpus}});
+  const Reader requests = [this](const YAML::Node& v, const std::string& p) {
+    if (v.IsNull()) return Status::Ok();
+    constexpr const char* kWhy =
+        "ignored (not reserved: the limit is enforced, where one is given)";
+    return Walk(v, p, {{kGpuResource, nullptr}, {"cpu", nullptr, kWhy}, {"memory", nullptr, kWhy}},
+                kOnlyGpusWhy);
+  };
+  return Walk(n, path, {{"limits", limits}, {"requests", requests}});
 }
 
 Status KubeReader::ReadEnv(const YAML::Node& n, const std::string& path) {

@@ -144,6 +144,20 @@ Status ReadNativeShape(const Fields& f, JobRequest* job) {
   return ReadLaunch(f, &job->launch);
 }
 
+// resources: {cpu, memory, pids}, each task's limits.
+Status ReadNativeResources(const Fields& f, TaskLimits* out) {
+  if (!f.Has("resources")) return Status::Ok();
+  Result<Fields> r = Fields::Of(f.Get("resources"), "spec.resources", {"cpu", "memory", "pids"});
+  if (!r.ok()) return r.status();
+  if (r->Has("cpu")) {
+    UNIPOOL_RETURN_IF_ERROR(ReadCpuLimit(r->Get("cpu"), r->PathOf("cpu"), &out->milli_cpu));
+  }
+  if (r->Has("memory")) {
+    UNIPOOL_RETURN_IF_ERROR(ReadMemoryLimit(r->Get("memory"), r->PathOf("memory"), &out->memory));
+  }
+  return r->Int("pids", &out->pids, 1, kMaxPids);
+}
+
 Status ReadNativePriority(const Fields& f, JobRequest* job) {
   UNIPOOL_RETURN_IF_ERROR(ReadFieldString(f, "priorityClassName", &job->priority_class));
   if (!IsPriorityClass(job->priority_class)) {
@@ -221,10 +235,12 @@ Status ReadNativeSpec(const YAML::Node& n, JobRequest* job) {
                   "gpus",      "gpusPerNode",  "gpusPerTask",   "nodes",      "exclusive",
                   "placement", "elastic",      "launch",        "queue",      "priorityClassName",
                   "priority",  "preemptible",  "restartPolicy", "checkpoint", "topology",
-                  "partition", "dataLocality", "volumes",       "timeLimit",  "progressTimeout"});
+                  "partition", "dataLocality", "volumes",       "timeLimit",  "progressTimeout",
+                  "resources"});
   if (!f.ok()) return f.status();
   UNIPOOL_RETURN_IF_ERROR(ReadNativeProcess(*f, job));
   UNIPOOL_RETURN_IF_ERROR(ReadNativeShape(*f, job));
+  UNIPOOL_RETURN_IF_ERROR(ReadNativeResources(*f, &job->limits));
   UNIPOOL_RETURN_IF_ERROR(ReadNativePriority(*f, job));
   UNIPOOL_RETURN_IF_ERROR(ReadNativePlacement(*f, job));
   UNIPOOL_RETURN_IF_ERROR(ReadNativeRecovery(*f, job));

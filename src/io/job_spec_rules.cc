@@ -6,6 +6,7 @@
 
 #include "io/cluster_reader.h"
 #include "io/job_policy.h"
+#include "io/quantity.h"
 #include "io/quote.h"
 #include "io/text.h"
 #include "io/yaml_fields.h"
@@ -89,6 +90,27 @@ Status ReadInt(const YAML::Node& n, const std::string& path, int64_t* out, int64
   }
   *out = v;
   return Status::Ok();
+}
+
+namespace {
+
+Status ReadQuantity(const YAML::Node& n, const std::string& path, int64_t* out,
+                    Result<int64_t> (*parse)(std::string_view)) {
+  if (!n.IsScalar()) return Expected(n, path, "a quantity such as 2, 500m or 64Gi");
+  Result<int64_t> v = parse(n.Scalar());
+  if (!v.ok()) return InvalidArgument(path + ": " + v.status().message(), LocOf(n));
+  *out = *v;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ReadCpuLimit(const YAML::Node& n, const std::string& path, int64_t* milli_cpu) {
+  return ReadQuantity(n, path, milli_cpu, ParseMilliCpu);
+}
+
+Status ReadMemoryLimit(const YAML::Node& n, const std::string& path, int64_t* bytes) {
+  return ReadQuantity(n, path, bytes, ParseByteQuantity);
 }
 
 Status ReadInt32(const YAML::Node& n, const std::string& path, int32_t* out, int32_t min,

@@ -104,6 +104,12 @@ Reader Into(Status (*read)(const YAML::Node&, const std::string&, T*), T* out) {
 // A number of seconds (Kubernetes' activeDeadlineSeconds).
 Reader SecondsInto(Duration* out);
 
+// A task's limits: a CPU quantity ("2", "500m"), a byte quantity ("64Gi")
+// or a whole number of pids (io/quantity.h). REQUIRES: n.IsDefined().
+Status ReadCpuLimit(const YAML::Node& n, const std::string& path, int64_t* milli_cpu);
+Status ReadMemoryLimit(const YAML::Node& n, const std::string& path, int64_t* bytes);
+inline constexpr int64_t kMaxPids = 4194304;  // the kernel's PID_MAX_LIMIT
+
 // A mount's rules: an absolute path without "..", and a source of a kind
 // the agents know (hostPath:/abs, pvc:CLAIM, emptyDir, nfs:SERVER:/abs).
 Status CheckMount(const Mount& m, SourceLoc at, const std::string& path);

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "io/job_spec_rules.h"
+#include "io/quantity.h"
 #include "io/quote.h"
 #include "io/text.h"
 
@@ -206,9 +207,21 @@ Status ReadStoredShape(const JsonFields& f, JobRequest* r) {
   return Status::Ok();
 }
 
+// limits: {milliCpu, memoryBytes, pids}, 0 for none.
+Status ReadStoredLimits(const JsonFields& f, TaskLimits* out) {
+  const json* v = f.Get("limits");
+  if (v == nullptr) return Status::Ok();
+  Result<JsonFields> l = JsonFields::Of(*v, "limits", {"milliCpu", "memoryBytes", "pids"});
+  if (!l.ok()) return l.status();
+  UNIPOOL_RETURN_IF_ERROR(l->Int("milliCpu", &out->milli_cpu, 0, kMaxMilliCpu));
+  UNIPOOL_RETURN_IF_ERROR(l->Int("memoryBytes", &out->memory, 0, kMaxQuantityBytes));
+  return l->Int("pids", &out->pids, 0, kMaxPids);
+}
+
 Status ReadStoredScheduling(const JsonFields& f, JobRequest* r) {
   UNIPOOL_RETURN_IF_ERROR(f.Int("gpus", &r->gpus, 1, kMaxJobGpus, true));
   UNIPOOL_RETURN_IF_ERROR(ReadStoredShape(f, r));
+  UNIPOOL_RETURN_IF_ERROR(ReadStoredLimits(f, &r->limits));
   UNIPOOL_RETURN_IF_ERROR(f.Int("minGpus", &r->min_gpus, 0, r->gpus));
   UNIPOOL_RETURN_IF_ERROR(ReadStoredLaunch(f, &r->launch));
   UNIPOOL_RETURN_IF_ERROR(f.String("queue", &r->queue));
@@ -262,40 +275,16 @@ Status CheckStored(const JobRequest& r) {
 }
 
 Result<JobRequest> FromJson(const json& j) {
-  Result<JsonFields> f = JsonFields::Of(j, "",
-                                        {"name",
-                                         "labels",
-                                         "command",
-                                         "args",
-                                         "env",
-                                         "secretEnv",
-                                         "secretRefs",
-                                         "workingDir",
-                                         "gpus",
-                                         "gpusPerNode",
-                                         "gpusPerTask",
-                                         "nodes",
-                                         "exclusive",
-                                         "placement",
-                                         "shapeVersion",
-                                         "queue",
-                                         "priorityClass",
-                                         "priority",
-                                         "preemptible",
-                                         "minGpus",
-                                         "restart",
-                                         "checkpointDir",
-                                         "checkpointIntervalNs",
-                                         "within",
-                                         "partition",
-                                         "dataLocality",
-                                         "volumes",
-                                         "mounts",
-                                         "timeLimitNs",
-                                         "launch",
-                                         "image",
-                                         "sourceKind",
-                                         "progressTimeoutNs"});
+  Result<JsonFields> f = JsonFields::Of(
+      j, "", {"name",       "labels",           "command",       "args",
+              "env",        "secretEnv",        "secretRefs",    "workingDir",
+              "gpus",       "gpusPerNode",      "gpusPerTask",   "nodes",
+              "exclusive",  "placement",        "shapeVersion",  "limits",
+              "queue",      "priorityClass",    "priority",      "preemptible",
+              "minGpus",    "restart",          "checkpointDir", "checkpointIntervalNs",
+              "within",     "partition",        "dataLocality",  "volumes",
+              "mounts",     "timeLimitNs",      "launch",        "image",
+              "sourceKind", "progressTimeoutNs"});
   if (!f.ok()) return f.status();
   JobRequest r;
   UNIPOOL_RETURN_IF_ERROR(ReadStoredProcess(*f, &r));
@@ -348,6 +337,10 @@ nlohmann::json JobRequestToJson(const JobRequest& r) {
       {"exclusive", r.exclusive},
       {"placement", r.spread == Spread::kSpread ? "spread" : "pack"},
       {"shapeVersion", 2},
+      {"limits",
+       {{"milliCpu", r.limits.milli_cpu},
+        {"memoryBytes", r.limits.memory},
+        {"pids", r.limits.pids}}},
       {"queue", r.queue},
       {"priorityClass", r.priority_class},
       {"priority", r.priority},

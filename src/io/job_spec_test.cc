@@ -82,6 +82,7 @@ void ExpectSameJob(const JobRequest& a, const JobRequest& b) {
     EXPECT_EQ(a.mounts[i].read_only, b.mounts[i].read_only);
   }
   EXPECT_EQ(a.time_limit, b.time_limit);
+  EXPECT_EQ(a.limits, b.limits);
   EXPECT_EQ(a.launch, b.launch);
   EXPECT_EQ(a.image, b.image);
   EXPECT_EQ(a.source_kind, b.source_kind);
@@ -117,6 +118,7 @@ spec:
   dataLocality: west
   volumes: [imagenet, {name: c4, source: "s3://bucket/c4"}]
   timeLimit: 2d
+  resources: {cpu: 1500m, memory: 64Gi, pids: 4096}
 )";
 
 TEST(JobSpecTest, ReadsEveryNativeField) {
@@ -146,6 +148,7 @@ TEST(JobSpecTest, ReadsEveryNativeField) {
   EXPECT_EQ(j.data_locality, "west");
   EXPECT_EQ(j.volumes, (Strings{"imagenet", "c4=s3://bucket/c4"}));
   EXPECT_EQ(j.time_limit, Seconds(2 * 86400));
+  EXPECT_EQ(j.limits, (TaskLimits{1500, int64_t{64} << 30, 4096}));
   EXPECT_EQ(j.source_kind, "unipool/v1 Job");
   EXPECT_TRUE(p.ignored.empty());
 }
@@ -262,6 +265,7 @@ TEST(JobSpecTest, ReadsAKubernetesJob) {
   EXPECT_EQ(j.queue, "research");  // the label unipool.io/queue
   EXPECT_EQ(j.gpus, 8);
   EXPECT_EQ(j.gpus_per_task, 4);  // a pod is a task; pods may share a node
+  EXPECT_EQ(j.limits, (TaskLimits{32000, int64_t{256} << 30, 0}));  // the pod's
   EXPECT_EQ(j.restart.max_restarts, 4);
   EXPECT_EQ(j.time_limit, Seconds(86400));
   EXPECT_EQ(j.priority_class, "high");
@@ -284,9 +288,8 @@ TEST(JobSpecTest, ReadsAKubernetesJob) {
                 c + ".name: ignored",
                 c + ".env[1].valueFrom.fieldRef: ignored (only secretKeyRef is resolved: the "
                     "variable is not set)",
-                c + ".resources.limits.cpu: ignored (only nvidia.com/gpu is scheduled)",
-                c + ".resources.limits.memory: ignored (only nvidia.com/gpu is scheduled)",
-                c + ".resources.requests.cpu: ignored (only nvidia.com/gpu is scheduled)",
+                c + ".resources.requests.cpu: ignored (not reserved: the limit is enforced, "
+                    "where one is given)",
                 "spec.template.spec.volumes[0].persistentVolumeClaim.readOnly: ignored",
             }));
 }
@@ -492,6 +495,15 @@ TEST(JobSpecTest, RejectsBadSpecs) {
       {Native("  gpus: 1\n  env: {A-B: x}\n"), "spec.env.A-B: expected an environment variable"},
       {Native("  gpus: 1\n  gpuz: 2\n"), "spec: unknown field 'gpuz' (did you mean 'gpus'?)"},
       {Native("  gpus: 1\n  priority: 1000001\n"), "spec.priority: expected a whole number"},
+      {Native("  gpus: 1\n  resources: {memory: 64GB}\n"),
+       "spec.resources.memory: '64GB' is not a quantity: unknown suffix 'GB'"},
+      {Native("  gpus: 1\n  resources: {cpu: 0}\n"),
+       "spec.resources.cpu: '0' is not a quantity: must be more than 0"},
+      {Native("  gpus: 1\n  resources: {cpu: [2]}\n"), "spec.resources.cpu: expected a quantity"},
+      {Native("  gpus: 1\n  resources: {pids: 0}\n"), "spec.resources.pids: expected a whole"},
+      {Native("  gpus: 1\n  resources: {gpu: 1}\n"), "spec.resources: unknown field 'gpu'"},
+      {Pod("", "", "    resources: {limits: {nvidia.com/gpu: 1, memory: lots}}\n"),
+       "spec.containers[0].resources.limits.memory: 'lots' is not a quantity"},
       {Native("  gpus: \"two\\nlines\"\n"),
        "spec.gpus: expected a whole number from 1 to "
        "16777216, got 'two\\nlines'"},
@@ -578,6 +590,7 @@ JobRequest FullRequest() {
   r.volumes = {"v", "w=pvc:x"};
   r.mounts = {{"pvc:x", "/w", true}, {"emptyDir", "/scratch", false}};
   r.time_limit = Seconds(5);
+  r.limits = {250, int64_t{3} << 29, 64};
   r.launch = LaunchMode::kPerNode;
   r.image = "img";
   r.source_kind = "v1 Pod";
