@@ -11,6 +11,7 @@ packages=(
   prometheus wrk
   python3 python3-torch
   bubblewrap busybox-static   # the container tests: a runtime and an image's shell
+  etcd-server etcd-client     # --store etcd, `unipool up --ha` and their tests
 )
 
 missing=()

@@ -17,6 +17,7 @@ namespace {
 struct ServerFlags {
   server::ServerOptions opt;
   std::string listen = "127.0.0.1:8460";
+  std::vector<std::string> etcd_endpoints;
   std::string store = "sqlite";
   std::string node_lease = "30s";
   std::string outage_grace = "0s";
@@ -64,7 +65,14 @@ int RunServer(ServerFlags& f) {
     return kExitBadInput;
   }
   f.opt.min_runtime = min_runtime;
-  f.opt.memory_store = f.store == "memory";
+  f.opt.store = f.store;
+  if (f.store == "etcd") {
+    if (f.etcd_endpoints.empty()) {
+      std::cerr << "error: --store etcd needs --etcd-endpoints URL,URL,...\n";
+      return kExitBadInput;
+    }
+    f.opt.etcd.endpoints = f.etcd_endpoints;
+  }
   if (Status st = ParseListen(f.listen, &f.opt); !st.ok()) {
     std::cerr << "error: " << st.message() << "\n";
     return kExitBadInput;
@@ -136,8 +144,27 @@ void AddServerCommand(CLI::App& app, int& exit_code) {
                 "create a new, empty store when --data has none (the first start); without it, "
                 "a missing or empty store is an error")
       ->capture_default_str();
-  cmd->add_option("--store", f->store, "sqlite (durable) or memory (for trials)")
-      ->check(CLI::IsMember({"sqlite", "memory"}))
+  cmd->add_option("--store", f->store,
+                  "sqlite (durable, in --data), etcd (durable and shared: --etcd-endpoints) or "
+                  "memory (for trials)")
+      ->check(CLI::IsMember({"sqlite", "etcd", "memory"}))
+      ->capture_default_str();
+  cmd->add_option("--etcd-endpoints", f->etcd_endpoints,
+                  "etcd client URLs (http:// or https://), comma-separated; the next is tried "
+                  "when one does not answer")
+      ->delimiter(',');
+  cmd->add_option("--etcd-prefix", f->opt.etcd.prefix,
+                  "every key of this cluster lives under it: clusters sharing an etcd use "
+                  "different prefixes")
+      ->capture_default_str();
+  cmd->add_option("--etcd-cacert", f->opt.etcd.ca_file, "PEM CA of etcd's server certificates");
+  cmd->add_option("--etcd-cert", f->opt.etcd.cert_file,
+                  "PEM client certificate for etcd (with --etcd-key; etcd --client-cert-auth)");
+  cmd->add_option("--etcd-key", f->opt.etcd.key_file, "PEM private key of --etcd-cert");
+  cmd->add_option("--etcd-max-txn-ops", f->opt.etcd.max_txn_ops,
+                  "etcd's --max-txn-ops: the most operations the server puts in one etcd "
+                  "transaction")
+      ->check(CLI::Range(int64_t{2}, int64_t{1} << 20))
       ->capture_default_str();
   cmd->add_option("--listen", f->listen, "HOST:PORT to serve on (port 0: any free port)")
       ->capture_default_str();

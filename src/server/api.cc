@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "io/quote.h"
 #include "server/api_call.h"
 
 namespace unipool::server {
@@ -123,7 +124,7 @@ bool ApiServer::Call::Query(std::initializer_list<const char*> known,
       std::string list;
       for (const char* k : known) list += std::string(list.empty() ? "" : ", ") + k;
       for (const char* k : repeatable) list += std::string(list.empty() ? "" : ", ") + k;
-      return Bad("query parameter '" + key.substr(0, 64) + "' is not known" +
+      return Bad("query parameter " + io::Quote(key) + " is not known" +
                  (list.empty() ? "" : "; expected one of: " + list));
     }
     if (!many && !seen.insert(key).second) {
@@ -150,7 +151,7 @@ bool ApiServer::Call::AnyBody(Json* out) {
   if (out->is_discarded() || !out->is_object()) {
     return Bad("body: expected a JSON object (UTF-8)");
   }
-  if (!dup.empty()) return Bad("body: key '" + dup.substr(0, 64) + "' appears more than once");
+  if (!dup.empty()) return Bad("body: key " + io::Quote(dup) + " appears more than once");
   return true;
 }
 
@@ -163,7 +164,7 @@ bool ApiServer::Call::Body(std::initializer_list<const char*> allowed, Json* out
   for (const auto& [key, v] : out->items()) {
     bool ok = false;
     for (const char* k : allowed) ok = ok || key == k;
-    if (!ok) return Bad("body." + key.substr(0, 64) + ": unknown field");
+    if (!ok) return Bad("body." + io::OneLine(io::Truncate(key, 64)) + ": unknown field");
   }
   return true;
 }

@@ -1,4 +1,5 @@
 // Cluster-wide handlers: /metrics, /v1/summary, /v1/queues and /v1/watch.
+#include "io/quote.h"
 #include "io/text.h"
 #include "server/api_call.h"
 #include "server/records.h"
@@ -40,8 +41,7 @@ void ApiServer::PutQueue(Call& c) {
   Json body;
   if (!c.Allow({Role::kAdmin}) || !c.Query({}) || !c.AnyBody(&body)) return;
   if (!io::IsQueueName(c.Path(1))) {
-    return (void)c.Bad("queue name '" + c.Path(1).substr(0, 64) + "': expected " +
-                       io::kQueueNameRule);
+    return (void)c.Bad("queue name " + io::Quote(c.Path(1)) + ": expected " + io::kQueueNameRule);
   }
   Result<sched::QueueSpec> spec = QueueSpecFromJson(body, "body");
   if (!spec.ok()) return c.Fail(spec.status());

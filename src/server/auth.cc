@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "io/quote.h"
 #include "io/text.h"
 #include "io/yaml_fields.h"
 
@@ -51,8 +52,8 @@ Status CheckEntry(const Principal& p) {
     return InvalidArgument(std::string("name: expected ") + io::kQueueNameRule);
   for (const std::string& q : p.queues) {
     if (!io::IsQueueName(q)) {
-      return InvalidArgument("queues: '" + q.substr(0, 64) +
-                             "' is not a queue name: " + io::kQueueNameRule);
+      return InvalidArgument("queues: " + io::Quote(q) +
+                             " is not a queue name: " + io::kQueueNameRule);
     }
   }
   if (p.role == Role::kTenant && p.queues.empty()) {
@@ -67,8 +68,8 @@ Status CheckEntry(const Principal& p) {
   for (const std::string& n : p.nodes) {
     if (!IsNodePattern(n)) {
       return InvalidArgument(
-          "nodes: '" + n.substr(0, 64) +
-          "' is not a node name or pattern (letters, digits, '_', '.', '-', '*')");
+          "nodes: " + io::Quote(n) +
+          " is not a node name or pattern (letters, digits, '_', '.', '-', '*')");
     }
   }
   if (!p.nodes.empty() && p.role != Role::kJoin) {

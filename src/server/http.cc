@@ -17,6 +17,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "io/quote.h"
 #include "io/text.h"
 
 namespace unipool::server {
@@ -306,7 +307,7 @@ bool HttpServer::Impl::Decode(Ctx* ctx) {
         if (!CleanText(key, &c->at)) {
           c->bad = "query parameter name";
         } else if (!CleanText(value, &c->at)) {
-          c->bad = "query parameter '" + key.substr(0, 64) + "'";
+          c->bad = "query parameter " + io::Quote(key);
         }
         c->req->params.emplace_back(std::move(key), std::move(value));
         return MHD_YES;
@@ -324,7 +325,7 @@ bool HttpServer::Impl::Decode(Ctx* ctx) {
         auto* c = static_cast<Collect*>(cls);
         std::string key(k, kn), value = v ? std::string(v, vn) : std::string();
         for (char& ch : key) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-        if (c->bad.empty() && !CleanText(value, &c->at)) c->bad = "header " + key.substr(0, 64);
+        if (c->bad.empty() && !CleanText(value, &c->at)) c->bad = "header " + io::Quote(key);
         c->req->headers[key] = std::move(value);
         return MHD_YES;
       },

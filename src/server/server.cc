@@ -17,11 +17,12 @@ Result<std::unique_ptr<Server>> Server::Open(const ServerOptions& options, Logge
     return static_cast<int64_t>(
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count());
   };
-  if (options.memory_store) {
+  if (options.store == "memory") {
     s->store_ = store::NewMemoryStore();
   } else {
     Result<std::unique_ptr<store::Store>> st =
-        store::OpenSqliteStore(options.data_dir, options.init);
+        options.store == "etcd" ? store::OpenEtcdStore(options.etcd, options.init)
+                                : store::OpenSqliteStore(options.data_dir, options.init);
     if (!st.ok()) return st.status();
     s->store_ = std::move(st).value();
   }

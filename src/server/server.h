@@ -16,8 +16,11 @@ namespace unipool::server {
 struct ServerOptions {
   std::string cluster_path;  // the cluster file (nodes and tiers)
   std::string data_dir = "unipool-data";
-  bool memory_store = false;  // nothing survives the process
-  bool init = false;          // create the store when the data directory has none
+  // sqlite (the embedded default, in data_dir), etcd (etcd below), or
+  // memory (nothing survives the process).
+  std::string store = "sqlite";
+  store::EtcdOptions etcd;
+  bool init = false;  // create the store when the data directory has none
   std::string tokens_path;
   std::string host = "127.0.0.1";
   int port = 8460;  // 0: any free port

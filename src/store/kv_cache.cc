@@ -20,6 +20,45 @@ void KvCache::Load(std::vector<KeyValue> kvs, int64_t revision) {
   revision_ = durable_ = floor_ = revision;
 }
 
+void KvCache::Replay(const std::vector<Event>& events, int64_t revision) {
+  {
+    std::lock_guard lock(mu_);
+    for (const Event& e : events) {
+      if (e.type == Event::Type::kPut) {
+        kvs_[e.kv.key] = e.kv;
+      } else {
+        kvs_.erase(e.kv.key);
+      }
+      Record(e);
+    }
+    revision_ = durable_ = std::max(revision_, revision);
+  }
+  changed_.notify_all();
+}
+
+void KvCache::Reset(std::vector<KeyValue> kvs, int64_t revision) {
+  {
+    std::lock_guard lock(mu_);
+    kvs_.clear();
+    for (KeyValue& kv : kvs) {
+      std::string key = kv.key;
+      kvs_.emplace(std::move(key), std::move(kv));
+    }
+    history_.clear();
+    undo_.clear();
+    // Never below a number given out before: a reverted revision's syncer
+    // must not see a new transaction under its number.
+    revision_ = durable_ = floor_ = std::max(revision_, revision);
+    ++failures_;
+  }
+  changed_.notify_all();
+}
+
+void KvCache::SetReadOnly(const Status& why) {
+  std::lock_guard lock(mu_);
+  read_only_ = why;
+}
+
 Status KvCache::CheckCompares(const Txn& txn) const {
   for (const Compare& c : txn.compares) {
     auto it = kvs_.find(c.key);

@@ -18,6 +18,15 @@ class KvCache {
 
   // Loads the state found on disk. REQUIRES: before any other call.
   void Load(std::vector<KeyValue> kvs, int64_t revision);
+  // Another writer's changes, durable already (an etcd watch): `events` in
+  // revision order, the store then at `revision`.
+  void Replay(const std::vector<Event>& events, int64_t revision);
+  // Replaces every key with a fresh copy of the durable state at
+  // `revision`; watchers from before it must list again, and failures()
+  // grows so that users of the store rebuild what they derived from it.
+  void Reset(std::vector<KeyValue> kvs, int64_t revision);
+  // Read-only with `why` (as after a failed write) until SetWritable().
+  void SetReadOnly(const Status& why);
 
   // Checks the compares and applies `txn`; `on_applied` runs under the lock
   // with the new revision (the caller queues it for disk in revision order).
@@ -67,6 +76,37 @@ class KvCache {
   Status failed_;
   bool closed_ = false;
 };
+
+// The committer thread of the durable backends: takes every pending
+// transaction (`pending`, in revision order, guarded by `mu`; `wake` is
+// signalled when it grows or `stop` is set), writes them with `write`
+// (which marks what it made durable), and on a failure undoes in `cache`
+// what was not durable (memory never shows what the disk does not hold),
+// then waits with `wait_until_writable` (false: stop). Returns when
+// stopping with nothing pending.
+template <class Batch>
+void RunCommitter(std::mutex& mu, std::condition_variable& wake, const bool& stop, Batch& pending,
+                  KvCache& cache, const std::function<Status(const Batch&)>& write,
+                  const std::function<bool()>& wait_until_writable) {
+  Batch batch;
+  while (true) {
+    {
+      std::unique_lock lock(mu);
+      wake.wait(lock, [&] { return stop || !pending.empty(); });
+      if (pending.empty()) return;
+      batch.swap(pending);
+    }
+    Status st = write(batch);
+    batch.clear();
+    if (st.ok()) continue;
+    {
+      std::lock_guard lock(mu);
+      pending.clear();
+      cache.Revert(st);
+    }
+    if (!wait_until_writable()) return;
+  }
+}
 
 // A Store whose reads, watches and durability waits are the KvCache's; the
 // two backends differ only in Apply (and how revisions become durable).

@@ -291,30 +291,15 @@ class SqliteStore final : public CachedStore {
 
  private:
   void CommitLoop() {
-    std::vector<std::pair<int64_t, Txn>> batch;
-    while (true) {
-      {
-        std::unique_lock lock(mu_);
-        wake_.wait(lock, [&] { return stop_ || !pending_.empty(); });
-        if (pending_.empty()) return;  // stopping with nothing left
-        batch.swap(pending_);
-        batch_end_ = batch.back().first;
-      }
-      Status st = db_.Write(batch);
-      batch.clear();
-      if (!st.ok()) {
-        // Undo everything not durable, in the cache too, so that memory
-        // never shows what the disk does not hold; then wait for the disk.
-        {
-          std::lock_guard lock(mu_);
-          pending_.clear();
-          cache_.Revert(st);
-        }
-        if (!WaitUntilWritable()) return;
-        continue;
-      }
-      cache_.MarkDurable(batch_end_);
-    }
+    using Batch = std::vector<std::pair<int64_t, Txn>>;
+    RunCommitter<Batch>(
+        mu_, wake_, stop_, pending_, cache_,
+        [this](const Batch& batch) {
+          UNIPOOL_RETURN_IF_ERROR(db_.Write(batch));
+          cache_.MarkDurable(batch.back().first);
+          return Status::Ok();
+        },
+        [this] { return WaitUntilWritable(); });
   }
 
   // Probes once a second until a write works (true) or the store stops.
@@ -336,7 +321,6 @@ class SqliteStore final : public CachedStore {
   std::condition_variable wake_;
   std::vector<std::pair<int64_t, Txn>> pending_;
   bool stop_ = false;
-  int64_t batch_end_ = 0;  // the committer's
   std::thread committer_;
   int lock_fd_ = -1;
 };

@@ -133,4 +133,27 @@ std::unique_ptr<Store> NewMemoryStore(size_t history = 100000);
 Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& dir, bool create,
                                                size_t history = 100000);
 
+// etcd (v3.4 or later) as the store, for servers that must outlive one
+// machine (docs/operations.md, "High availability"). Every key lives under
+// `prefix` in etcd, so clusters can share one etcd; the store keeps its own
+// revisions (one per transaction, as the embedded stores do) in the values
+// and in a record at PREFIX/#meta, and writes its transactions in batches
+// (group commit: one etcd transaction per flush, guarded by a compare on
+// that record, so two servers can never both write under one prefix).
+struct EtcdOptions {
+  std::vector<std::string> endpoints;  // "http://host:2379" or "https://..."
+  std::string prefix = "/unipool";     // no trailing '/'
+  std::string ca_file;                 // https: the CA of etcd's certificates ("": the system's)
+  std::string cert_file, key_file;     // https: this client's certificate, for --client-cert-auth
+  std::chrono::milliseconds timeout{5000};  // one request
+  int64_t max_txn_ops = 128;                // etcd's --max-txn-ops (128 by default)
+};
+
+// Opens the store under `options.prefix`, loading what is there. With
+// `create`, an empty prefix becomes a new store; without, it is refused
+// (as OpenSqliteStore refuses an empty directory). Errors (one line): no
+// endpoint answers; a key under the prefix that this store did not write.
+Result<std::unique_ptr<Store>> OpenEtcdStore(const EtcdOptions& options, bool create,
+                                             size_t history = 100000);
+
 }  // namespace unipool::store

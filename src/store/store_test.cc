@@ -3,20 +3,16 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <thread>
+
+#include "store/store_test_util.h"
 
 namespace unipool::store {
 namespace {
 
 using namespace std::chrono_literals;
-
-std::string TempDir(const std::string& name) {
-  const std::string dir = std::filesystem::temp_directory_path() /
-                          ("unipool-store-" + name + "-" + std::to_string(getpid()));
-  std::filesystem::remove_all(dir);
-  return dir;
-}
 
 class StoreTest : public ::testing::TestWithParam<std::string> {
  protected:
@@ -30,11 +26,18 @@ class StoreTest : public ::testing::TestWithParam<std::string> {
   }
   std::unique_ptr<Store> Open(size_t history = 100000) {
     if (GetParam() == "memory") return NewMemoryStore(history);
+    if (GetParam() == "etcd") {
+      if (etcd_.prefix == "/unipool") etcd_ = EtcdFor("p");  // the same prefix when reopened
+      auto s = OpenEtcdStore(etcd_, true, history);
+      EXPECT_TRUE(s.ok()) << s.status().message();
+      return s.ok() ? std::move(s).value() : NewMemoryStore();
+    }
     auto s = OpenSqliteStore(dir_, true, history);
     EXPECT_TRUE(s.ok()) << s.status().message();
     return std::move(s).value();
   }
   std::string dir_;
+  EtcdOptions etcd_;
   std::unique_ptr<Store> store_;
 };
 
@@ -122,7 +125,7 @@ TEST_P(StoreTest, ManyWritersGroupCommit) {
   EXPECT_EQ(store_->revision(), 800);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, StoreTest, ::testing::Values("memory", "sqlite"));
+INSTANTIATE_TEST_SUITE_P(Backends, StoreTest, ::testing::Values("memory", "sqlite", "etcd"));
 
 TEST(SqliteStoreTest, ReopenKeepsEverything) {
   const std::string dir = TempDir("reopen");

@@ -1,0 +1,211 @@
+#include "store/etcd_client.h"
+
+#include <httplib.h>
+#include <openssl/evp.h>
+
+#include <algorithm>
+
+namespace unipool::store {
+namespace {
+
+constexpr size_t kIdlePerEndpoint = 16;
+
+bool Contains(const std::string& s, const char* what) { return s.find(what) != std::string::npos; }
+
+// Errors of an etcd member that another member may not have.
+bool TryAnother(const Status& s) { return s.code() == StatusCode::kUnavailable; }
+
+}  // namespace
+
+EtcdClient::EtcdClient(EtcdOptions options)
+    : options_(std::move(options)), idle_(options_.endpoints.size()) {}
+
+EtcdClient::~EtcdClient() = default;
+
+std::string EtcdClient::Base64(std::string_view bytes) {
+  std::string out(4 * ((bytes.size() + 2) / 3), '\0');
+  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(bytes.data()),
+                                static_cast<int>(bytes.size()));
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
+
+Result<std::string> EtcdClient::Unbase64(std::string_view text) {
+  if (text.size() % 4 != 0)
+    return Internal("etcd sent bad base64 (length " + std::to_string(text.size()) + ")");
+  std::string out(3 * (text.size() / 4), '\0');
+  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(text.data()),
+                                static_cast<int>(text.size()));
+  if (n < 0) return Internal("etcd sent bad base64");
+  size_t len = static_cast<size_t>(n);  // EVP_DecodeBlock counts the padding as bytes
+  for (size_t i = text.size(); i > 0 && text[i - 1] == '='; --i) --len;
+  out.resize(len);
+  return out;
+}
+
+int64_t EtcdClient::Int(const Json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return 0;
+  if (it->is_number_integer()) return it->get<int64_t>();
+  if (it->is_string()) {
+    try {
+      return std::stoll(it->get<std::string>());
+    } catch (const std::exception&) {
+      return 0;
+    }
+  }
+  return 0;
+}
+
+std::string EtcdClient::endpoint() const { return options_.endpoints[current_.load()]; }
+
+std::unique_ptr<httplib::Client> EtcdClient::Connect(size_t endpoint) const {
+  auto c = std::make_unique<httplib::Client>(options_.endpoints[endpoint], options_.cert_file,
+                                             options_.key_file);
+  if (!options_.ca_file.empty()) c->set_ca_cert_path(options_.ca_file);
+  const auto t = options_.timeout;
+  c->set_connection_timeout(std::chrono::duration_cast<std::chrono::seconds>(t).count(),
+                            (t.count() % 1000) * 1000);
+  c->set_read_timeout(t.count() / 1000, (t.count() % 1000) * 1000);
+  c->set_write_timeout(t.count() / 1000, (t.count() % 1000) * 1000);
+  c->set_keep_alive(true);
+  c->set_tcp_nodelay(true);  // small requests: no Nagle wait for the ACK of the last one
+  return c;
+}
+
+std::unique_ptr<httplib::Client> EtcdClient::Take(size_t endpoint) const {
+  {
+    std::lock_guard lock(mu_);
+    auto& idle = idle_[endpoint];
+    if (!idle.empty()) {
+      auto c = std::move(idle.back());
+      idle.pop_back();
+      return c;
+    }
+  }
+  return Connect(endpoint);
+}
+
+void EtcdClient::Give(size_t endpoint, std::unique_ptr<httplib::Client> c) const {
+  std::lock_guard lock(mu_);
+  if (idle_[endpoint].size() < kIdlePerEndpoint) idle_[endpoint].push_back(std::move(c));
+}
+
+Result<EtcdClient::Json> EtcdClient::Decode(int status, const std::string& body,
+                                            size_t endpoint) const {
+  const std::string& at = options_.endpoints[endpoint];
+  Json j = Json::parse(body, nullptr, false);
+  if (status == 200) {
+    if (j.is_discarded() || !j.is_object()) {
+      return Internal("etcd at " + at + " answered something that is not JSON");
+    }
+    return j;
+  }
+  std::string msg = j.is_object() ? j.value("error", j.value("message", "")) : "";
+  if (msg.empty()) msg = "HTTP " + std::to_string(status);
+  if (Contains(msg, "database space exceeded")) {
+    return Unavailable("etcd at " + at +
+                       " is out of space (alarm NOSPACE): the control plane is read-only until "
+                       "etcd is compacted, defragmented and the alarm disarmed (etcdctl alarm "
+                       "disarm; docs/operations.md, \"etcd\")");
+  }
+  if (Contains(msg, "no leader") || Contains(msg, "leader changed") || Contains(msg, "timed out") ||
+      Contains(msg, "not capable") || status == 503) {
+    return Unavailable("etcd at " + at + ": " + msg +
+                       " (no quorum: is a majority of its members up?)");
+  }
+  return FailedPrecondition("etcd at " + at + ": " + msg);
+}
+
+Result<EtcdClient::Json> EtcdClient::Call(const std::string& method, const Json& body) const {
+  const size_t n = options_.endpoints.size();
+  const size_t first = current_.load();
+  Status last = Unavailable("no etcd endpoint");
+  std::string tried;
+  for (size_t k = 0; k < n; ++k) {
+    const size_t e = (first + k) % n;
+    std::unique_ptr<httplib::Client> c = Take(e);
+    httplib::Result r = c->Post(("/v3/" + method).c_str(), body.dump(), "application/json");
+    tried += (tried.empty() ? "" : ", ") + options_.endpoints[e];
+    if (!r) {
+      last = Unavailable("cannot reach etcd at " + options_.endpoints[e] + " (" +
+                         httplib::to_string(r.error()) + ")");
+      continue;
+    }
+    Result<Json> j = Decode(r->status, r->body, e);
+    Give(e, std::move(c));
+    if (!j.ok() && TryAnother(j.status())) {
+      last = j.status();
+      continue;
+    }
+    current_.store(e);
+    return j;
+  }
+  if (n == 1) return last;
+  return Status(last.code(), last.message() + " (tried " + tried + ")");
+}
+
+Status EtcdClient::Stream(const std::string& method, const Json& body,
+                          const std::function<bool(const Json&)>& on_message) {
+  const size_t e = current_.load();
+  std::unique_ptr<httplib::Client> c = Connect(e);
+  c->set_keep_alive(false);
+  {
+    std::lock_guard lock(mu_);
+    if (interrupted_) return Unavailable("interrupted");
+    streaming_.push_back(c.get());
+  }
+  std::string buffer, error_body;
+  bool stopped = false;
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v3/" + method;
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  req.content_receiver = [&](const char* data, size_t len, uint64_t, uint64_t) {
+    buffer.append(data, len);
+    for (size_t nl; (nl = buffer.find('\n')) != std::string::npos;) {
+      Json j = Json::parse(std::string_view(buffer).substr(0, nl), nullptr, false);
+      buffer.erase(0, nl + 1);
+      if (j.is_discarded()) continue;
+      if (j.contains("error")) {
+        error_body = j["error"].dump();
+        return false;
+      }
+      if (!on_message(j.value("result", j))) {
+        stopped = true;
+        return false;
+      }
+    }
+    return true;
+  };
+  httplib::Response res;
+  httplib::Error err = httplib::Error::Success;
+  const bool ok = c->send(req, res, err);
+  {
+    std::lock_guard lock(mu_);
+    streaming_.erase(std::find(streaming_.begin(), streaming_.end(), c.get()));
+  }
+  if (stopped) return Status::Ok();
+  if (!error_body.empty()) {
+    Result<Json> d = Decode(500, error_body, e);
+    return d.ok() ? Internal("etcd stream error") : d.status();
+  }
+  if (!ok || res.status != 200) {
+    // Next time, the next endpoint.
+    current_.compare_exchange_strong(const_cast<size_t&>(e), (e + 1) % options_.endpoints.size());
+    return Unavailable("the etcd stream from " + options_.endpoints[e] + " ended (" +
+                       (ok ? "HTTP " + std::to_string(res.status) : httplib::to_string(err)) + ")");
+  }
+  return Unavailable("the etcd stream from " + options_.endpoints[e] + " ended");
+}
+
+void EtcdClient::Interrupt() {
+  std::lock_guard lock(mu_);
+  interrupted_ = true;
+  for (httplib::Client* c : streaming_) c->stop();
+}
+
+}  // namespace unipool::store

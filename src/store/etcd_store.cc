@@ -1,0 +1,349 @@
+// The etcd Store (store.h, OpenEtcdStore): a KvCache whose revisions become
+// durable when the committer has written them to etcd.
+//
+// Layout under PREFIX in etcd:
+//   PREFIX/KEY   "CREATE MOD\n" + the value (the store's own revisions)
+//   PREFIX/#meta {"rev": R, "writer": W, "deleted": [[KEY, REV], ...]}: the
+//                store's revision after the last flush, which store instance
+//                wrote it, and the revisions of the keys that flush deleted
+// The committer writes every pending transaction of the store in one etcd
+// transaction per flush (group commit), the last operation on each key
+// only, with the new #meta; it holds only while #meta is as this store last
+// wrote or read it, so a second writer is refused instead of interleaved.
+#include <map>
+#include <optional>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "store/etcd_client.h"
+#include "store/kv_cache.h"
+
+namespace unipool::store {
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr char kMeta[] = "/#meta";
+constexpr size_t kPageSize = 1000;
+constexpr size_t kMaxFlushBytes = 1 << 20;  // etcd takes 1.5 MiB a request by default
+
+std::string Wrap(int64_t create, int64_t mod, std::string_view value) {
+  return std::to_string(create) + " " + std::to_string(mod) + "\n" + std::string(value);
+}
+
+bool Unwrap(std::string_view stored, KeyValue* kv) {
+  const size_t nl = stored.find('\n');
+  const size_t sp = stored.find(' ');
+  if (nl == std::string_view::npos || sp == std::string_view::npos || sp > nl) return false;
+  try {
+    kv->create_revision = std::stoll(std::string(stored.substr(0, sp)));
+    kv->mod_revision = std::stoll(std::string(stored.substr(sp + 1, nl - sp - 1)));
+  } catch (const std::exception&) {
+    return false;
+  }
+  kv->value = std::string(stored.substr(nl + 1));
+  return kv->create_revision > 0 && kv->mod_revision >= kv->create_revision;
+}
+
+// The smallest key after every key that starts with `prefix`.
+std::string RangeEnd(std::string prefix) {
+  while (!prefix.empty() && static_cast<unsigned char>(prefix.back()) == 0xff) prefix.pop_back();
+  if (!prefix.empty()) ++prefix.back();
+  return prefix;
+}
+
+class EtcdStore final : public CachedStore {
+ public:
+  EtcdStore(const EtcdOptions& options, size_t history)
+      : CachedStore(history),
+        client_(options),
+        prefix_(options.prefix),
+        max_ops_(static_cast<size_t>(options.max_txn_ops)) {
+    std::random_device rd;
+    writer_ = (static_cast<uint64_t>(rd()) << 32) | rd();
+  }
+
+  ~EtcdStore() override {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    if (committer_.joinable()) committer_.join();
+  }
+
+  Status Open(bool create) {
+    Result<Snapshot> s = List();
+    if (!s.ok()) return s.status();
+    if (s->meta_mod == 0 && !create) {
+      return FailedPrecondition("etcd prefix " + prefix_ +
+                                " holds no unipool store: check --etcd-prefix, or give --init "
+                                "for a new cluster's first start");
+    }
+    meta_mod_ = s->meta_mod;
+    if (meta_mod_ == 0) UNIPOOL_RETURN_IF_ERROR(Create());
+    cache_.Load(std::move(s->kvs), s->revision);
+    committer_ = std::thread([this] { CommitLoop(); });
+    return Status::Ok();
+  }
+
+  Result<int64_t> Apply(const Txn& txn) override {
+    if (txn.ops.empty()) return InvalidArgument("empty transaction");
+    if (txn.ops.size() + 1 > max_ops_) {
+      return InvalidArgument("a transaction of " + std::to_string(txn.ops.size()) +
+                             " operations; etcd takes " + std::to_string(max_ops_ - 1) +
+                             " (start etcd with a larger --max-txn-ops and give the server "
+                             "--etcd-max-txn-ops)");
+    }
+    std::lock_guard lock(mu_);  // keeps `pending_` in revision order
+    Pending p;
+    p.rev = cache_.revision() + 1;  // what cache_.Apply gives it: only Apply moves it, under mu_
+    std::map<std::string, std::optional<int64_t>> created;  // this txn's keys: create revision
+    for (const Op& op : txn.ops) {
+      if (op.type == Op::Type::kDelete) {
+        created[op.key] = std::nullopt;
+        p.ops.push_back({op.key, std::nullopt, 0});
+        continue;
+      }
+      auto it = created.find(op.key);
+      int64_t create = p.rev;
+      if (it != created.end()) {
+        if (it->second) create = *it->second;
+      } else if (auto kv = cache_.Get(op.key)) {
+        create = kv->create_revision;
+      }
+      created[op.key] = create;
+      p.ops.push_back({op.key, op.value, create});
+    }
+    Result<int64_t> rev = cache_.Apply(txn, [&](int64_t r) {
+      p.rev = r;
+      pending_.push_back(std::move(p));
+    });
+    if (rev.ok()) wake_.notify_one();
+    return rev;
+  }
+
+ private:
+  struct PendingOp {
+    std::string key;
+    std::optional<std::string> value;  // nullopt: a delete
+    int64_t create = 0;
+  };
+  struct Pending {
+    int64_t rev = 0;
+    std::vector<PendingOp> ops;
+  };
+  struct Snapshot {
+    std::vector<KeyValue> kvs;
+    int64_t revision = 0;  // the store's, from #meta
+    int64_t meta_mod = 0;  // etcd's mod_revision of #meta (0: none yet)
+    uint64_t writer = 0;
+  };
+
+  std::string EtcdKey(std::string_view key) const { return prefix_ + std::string(key); }
+
+  Json MetaPut(int64_t rev, const Json& deleted) const {
+    const Json meta{{"rev", rev}, {"writer", writer_}, {"deleted", deleted}};
+    return {{"request_put",
+             {{"key", EtcdClient::Base64(EtcdKey(kMeta))},
+              {"value", EtcdClient::Base64(meta.dump())}}}};
+  }
+
+  // A new store: #meta at revision 0, unless another server made it first.
+  Status Create() {
+    const std::string meta_key = EtcdClient::Base64(EtcdKey(kMeta));
+    const Json txn{
+        {"compare",
+         {{{"key", meta_key}, {"target", "MOD"}, {"result", "EQUAL"}, {"mod_revision", 0}}}},
+        {"success", {MetaPut(0, Json::array())}}};
+    Result<Json> r = client_.Call("kv/txn", txn);
+    if (!r.ok()) return r.status();
+    if (!r->value("succeeded", false)) {
+      return Aborted("etcd prefix " + prefix_ +
+                     " was created by another server just now: start again");
+    }
+    meta_mod_ = EtcdClient::Int(r->value("header", Json::object()), "revision");
+    return Status::Ok();
+  }
+
+  // Every key under the prefix at one etcd revision, a page at a time.
+  Result<Snapshot> List() const {
+    Snapshot s;
+    const std::string begin = prefix_ + "/", end = RangeEnd(prefix_ + "/");
+    std::string from = begin;
+    int64_t at = 0;
+    while (true) {
+      Json req{{"key", EtcdClient::Base64(from)},
+               {"range_end", EtcdClient::Base64(end)},
+               {"limit", kPageSize}};
+      if (at > 0) req["revision"] = at;
+      Result<Json> r = client_.Call("kv/range", req);
+      if (!r.ok()) return r.status();
+      if (at == 0) at = EtcdClient::Int(r->value("header", Json::object()), "revision");
+      const Json kvs = r->value("kvs", Json::array());
+      for (const Json& e : kvs) UNIPOOL_RETURN_IF_ERROR(Read(e, &s));
+      if (!r->value("more", false) || kvs.empty()) break;
+      Result<std::string> last = EtcdClient::Unbase64(kvs.back().value("key", ""));
+      if (!last.ok()) return last.status();
+      from = *last + std::string(1, '\0');
+    }
+    return s;
+  }
+
+  // One key of a List into `s`.
+  Status Read(const Json& e, Snapshot* s) const {
+    Result<std::string> key = EtcdClient::Unbase64(e.value("key", ""));
+    Result<std::string> value = EtcdClient::Unbase64(e.value("value", ""));
+    if (!key.ok()) return key.status();
+    if (!value.ok()) return value.status();
+    const std::string k = key->substr(prefix_.size());
+    if (k == kMeta) {
+      const Json meta = Json::parse(*value, nullptr, false);
+      if (!meta.is_object()) return BadKey(k);
+      s->revision = meta.value("rev", int64_t{0});
+      s->writer = meta.value("writer", uint64_t{0});
+      s->meta_mod = EtcdClient::Int(e, "mod_revision");
+      return Status::Ok();
+    }
+    KeyValue kv;
+    kv.key = k;
+    if (!Unwrap(*value, &kv)) return BadKey(k);
+    s->kvs.push_back(std::move(kv));
+    return Status::Ok();
+  }
+
+  Status BadKey(const std::string& key) const {
+    return FailedPrecondition("etcd key " + prefix_ + key +
+                              " was not written by unipool: give the server a prefix of its own "
+                              "(--etcd-prefix)");
+  }
+
+  void CommitLoop() {
+    RunCommitter<std::vector<Pending>>(
+        mu_, wake_, stop_, pending_, cache_,
+        [this](const std::vector<Pending>& batch) { return FlushInChunks(batch); },
+        [this] { return WaitUntilWritable(); });
+  }
+
+  // Flushes `batch` in etcd transactions within etcd's limits (operations
+  // and bytes per request), each at a transaction's boundary; marks each
+  // durable as it lands.
+  Status FlushInChunks(const std::vector<Pending>& batch) {
+    size_t begin = 0;
+    while (begin < batch.size()) {
+      std::set<std::string_view> keys;
+      size_t bytes = 0, end = begin;
+      for (; end < batch.size(); ++end) {
+        std::set<std::string_view> more = keys;
+        size_t more_bytes = bytes;
+        for (const PendingOp& op : batch[end].ops) {
+          more.insert(op.key);
+          more_bytes += op.key.size() + (op.value ? op.value->size() : 0) + 64;
+        }
+        if (end > begin && (more.size() + 1 > max_ops_ || more_bytes > kMaxFlushBytes)) break;
+        keys = std::move(more);
+        bytes = more_bytes;
+      }
+      UNIPOOL_RETURN_IF_ERROR(Flush(batch, begin, end));
+      cache_.MarkDurable(batch[end - 1].rev);
+      begin = end;
+    }
+    return Status::Ok();
+  }
+
+  // One etcd transaction: the last operation of the batch on each key, and
+  // #meta, if #meta is still this store's.
+  Status Flush(const std::vector<Pending>& batch, size_t begin, size_t end) {
+    std::map<std::string, std::pair<const PendingOp*, int64_t>> last;  // key: op, revision
+    for (size_t i = begin; i < end; ++i) {
+      for (const PendingOp& op : batch[i].ops) last[op.key] = {&op, batch[i].rev};
+    }
+    Json ops = Json::array(), deleted = Json::array();
+    for (const auto& [key, at] : last) {
+      const auto& [op, rev] = at;
+      if (op->value) {
+        ops.push_back({{"request_put",
+                        {{"key", EtcdClient::Base64(EtcdKey(key))},
+                         {"value", EtcdClient::Base64(Wrap(op->create, rev, *op->value))}}}});
+      } else {
+        ops.push_back({{"request_delete_range", {{"key", EtcdClient::Base64(EtcdKey(key))}}}});
+        deleted.push_back({key, rev});
+      }
+    }
+    const std::string meta_key = EtcdClient::Base64(EtcdKey(kMeta));
+    ops.push_back(MetaPut(batch[end - 1].rev, deleted));
+    const Json txn{{"compare",
+                    {{{"key", meta_key},
+                      {"target", "MOD"},
+                      {"result", "EQUAL"},
+                      {"mod_revision", meta_mod_}}}},
+                   {"success", ops},
+                   {"failure", {{{"request_range", {{"key", meta_key}}}}}}};
+    Result<Json> r = client_.Call("kv/txn", txn);
+    if (!r.ok()) return Status(StatusCode::kUnavailable, r.status().message());
+    if (!r->value("succeeded", false)) {
+      conflict_ = true;
+      return Unavailable("another unipool server writes under the etcd prefix " + prefix_ +
+                         ": this one stopped writing (one prefix per cluster; with several "
+                         "servers, only the elected leader writes)");
+    }
+    meta_mod_ = EtcdClient::Int(r->value("header", Json::object()), "revision");
+    return Status::Ok();
+  }
+
+  // After a failed flush: once a second, reads the prefix again; when
+  // etcd answers and no other writer took the prefix, the cache becomes
+  // that state and writes resume. False when the store stops.
+  bool WaitUntilWritable() {
+    while (true) {
+      {
+        std::unique_lock lock(mu_);
+        if (wake_.wait_for(lock, std::chrono::seconds(1), [&] { return stop_; })) return false;
+      }
+      Result<Snapshot> s = List();
+      if (!s.ok()) continue;
+      std::lock_guard lock(mu_);
+      const bool ours = s->writer == writer_ || s->meta_mod == meta_mod_;
+      meta_mod_ = s->meta_mod;
+      cache_.Reset(std::move(s->kvs), s->revision);
+      if (!ours || conflict_) {
+        cache_.SetReadOnly(Unavailable("another unipool server writes under the etcd prefix " +
+                                       prefix_ +
+                                       ": this one is read-only (restart it to follow the other)"));
+        continue;
+      }
+      cache_.SetWritable();
+      return true;
+    }
+  }
+
+  mutable EtcdClient client_;
+  const std::string prefix_;
+  const size_t max_ops_;
+  uint64_t writer_ = 0;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::vector<Pending> pending_;
+  bool stop_ = false;
+  int64_t meta_mod_ = 0;   // the committer's (and Open's, before it starts)
+  bool conflict_ = false;  // the committer's: another writer took the prefix
+  std::thread committer_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Store>> OpenEtcdStore(const EtcdOptions& options, bool create,
+                                             size_t history) {
+  if (options.endpoints.empty()) return InvalidArgument("etcd: no endpoints (--etcd-endpoints)");
+  if (options.prefix.empty() || options.prefix.back() == '/') {
+    return InvalidArgument("etcd prefix '" + options.prefix +
+                           "': give a path such as /unipool, without a trailing '/'");
+  }
+  auto s = std::make_unique<EtcdStore>(options, history);
+  if (options.max_txn_ops < 2) return InvalidArgument("etcd: max_txn_ops must be at least 2");
+  UNIPOOL_RETURN_IF_ERROR(s->Open(create));
+  return std::unique_ptr<Store>(std::move(s));
+}
+
+}  // namespace unipool::store
