@@ -235,14 +235,15 @@ class EtcdStore final : public CachedStore {
       std::set<std::string_view> keys;
       size_t bytes = 0, end = begin;
       for (; end < batch.size(); ++end) {
-        std::set<std::string_view> more = keys;
-        size_t more_bytes = bytes;
+        size_t fresh = 0, more_bytes = bytes;
         for (const PendingOp& op : batch[end].ops) {
-          more.insert(op.key);
+          fresh += keys.count(op.key) == 0 ? 1 : 0;  // (a key twice in one txn: counted twice)
           more_bytes += op.key.size() + (op.value ? op.value->size() : 0) + 64;
         }
-        if (end > begin && (more.size() + 1 > max_ops_ || more_bytes > kMaxFlushBytes)) break;
-        keys = std::move(more);
+        if (end > begin && (keys.size() + fresh + 1 > max_ops_ || more_bytes > kMaxFlushBytes)) {
+          break;
+        }
+        for (const PendingOp& op : batch[end].ops) keys.insert(op.key);
         bytes = more_bytes;
       }
       UNIPOOL_RETURN_IF_ERROR(Flush(batch, begin, end));
@@ -283,6 +284,11 @@ class EtcdStore final : public CachedStore {
     Result<Json> r = client_.Call("kv/txn", txn);
     if (!r.ok()) return Status(StatusCode::kUnavailable, r.status().message());
     if (!r->value("succeeded", false)) {
+      // #meta moved. Ours: an earlier flush whose answer was lost did land;
+      // reading the prefix again brings it in. Another writer's: stop.
+      if (MetaWriterIn(*r) == writer_) {
+        return Unavailable("etcd holds a write whose answer was lost: reading it back");
+      }
       conflict_ = true;
       return Unavailable("another unipool server writes under the etcd prefix " + prefix_ +
                          ": this one stopped writing (one prefix per cluster; with several "
@@ -290,6 +296,18 @@ class EtcdStore final : public CachedStore {
     }
     meta_mod_ = EtcdClient::Int(r->value("header", Json::object()), "revision");
     return Status::Ok();
+  }
+
+  // The writer of the #meta that a failed flush's failure branch read.
+  static uint64_t MetaWriterIn(const Json& answer) {
+    for (const Json& r : answer.value("responses", Json::array())) {
+      for (const Json& kv : r.value("response_range", Json::object()).value("kvs", Json::array())) {
+        Result<std::string> v = EtcdClient::Unbase64(kv.value("value", ""));
+        const Json meta = v.ok() ? Json::parse(*v, nullptr, false) : Json();
+        if (meta.is_object()) return meta.value("writer", uint64_t{0});
+      }
+    }
+    return 0;
   }
 
   // After a failed flush: once a second, reads the prefix again; when
