@@ -256,8 +256,9 @@ TEST_F(HostileTest, HostileTableGetsNo5xx) {
     RawReply r = RawHttp(server_->port(), c.bytes);
     // 505 is HTTP's own answer to an unknown protocol version (RFC 9110
     // 15.6.6), given by the HTTP layer before any of ours runs.
-    if (c.name != "bad version")
+    if (c.name != "bad version") {
       EXPECT_LT(r.status, 500) << r.head << "\n" << r.body.substr(0, 300);
+    }
     if (c.json_error) {
       EXPECT_GE(r.status, 400) << r.head << "\n" << r.body.substr(0, 300);
       const Json j = Json::parse(r.body, nullptr, false);

@@ -34,20 +34,6 @@ std::string BigJob(int kb) {
          std::string(static_cast<size_t>(kb) * 1024, 'p') + "'}\n";
 }
 
-std::set<int64_t> JobIds(const TestServer& s) {
-  std::set<int64_t> ids;
-  for (std::string cont;;) {
-    HttpReply r =
-        s.Call("GET", "/v1/jobs?limit=1000" + (cont.empty() ? "" : "&continue=" + cont), "admin");
-    EXPECT_EQ(r.status, 200) << r.body;
-    const Json j = r.json();
-    for (const Json& item : j["items"]) ids.insert(item["id"].get<int64_t>());
-    if (!j.contains("continue")) break;
-    cont = j["continue"].get<std::string>();
-  }
-  return ids;
-}
-
 // The small disk: a tmpfs (when mounting is allowed) nearly filled by a
 // filler file; Free() deletes the filler. Without mount rights, a file
 // size limit on the server process: Free() lifts it.

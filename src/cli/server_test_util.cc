@@ -200,4 +200,18 @@ void TestServer::UseCli(const std::string& who) const {
   setenv("UNIPOOL_CONFIG", "/dev/null", 1);
 }
 
+std::set<int64_t> JobIds(const TestServer& s) {
+  std::set<int64_t> ids;
+  for (std::string cont;;) {
+    HttpReply r =
+        s.Call("GET", "/v1/jobs?limit=1000" + (cont.empty() ? "" : "&continue=" + cont), "admin");
+    EXPECT_EQ(r.status, 200) << r.body;
+    const nlohmann::json j = r.json();
+    for (const nlohmann::json& item : j["items"]) ids.insert(item["id"].get<int64_t>());
+    if (!j.contains("continue")) break;
+    cont = j["continue"].get<std::string>();
+  }
+  return ids;
+}
+
 }  // namespace unipool::testing

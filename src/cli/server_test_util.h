@@ -10,6 +10,7 @@
 
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -78,5 +79,8 @@ class TestServer {
   std::map<std::string, std::string> tokens_;
   pid_t pid_ = -1;
 };
+
+// The ids of every job the server lists (all pages).
+std::set<int64_t> JobIds(const TestServer& s);
 
 }  // namespace unipool::testing

@@ -1,0 +1,98 @@
+// The server on etcd (--store etcd), end to end: what it acknowledges
+// survives kill -9, one etcd member down changes nothing, a lost quorum
+// makes it read-only with the cause, and it resumes by itself.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "cli/server_test_util.h"
+#include "store/local_etcd.h"
+
+namespace unipool::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+std::string Job(const std::string& name) {
+  return "apiVersion: unipool/v1\nkind: Job\nmetadata: {name: " + name +
+         "}\nspec:\n  command: [sleep, '600']\n  gpus: 1\n  queue: team-a\n";
+}
+
+class ServerEtcdTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = (fs::temp_directory_path() / ("unipool-etcd-e2e-" + std::to_string(getpid()))).string();
+    fs::remove_all(dir_);
+    auto e = store::LocalEtcd::Start(dir_, 3);
+    ASSERT_TRUE(e.ok()) << e.status().message();
+    etcd_ = std::move(e).value();
+    std::string endpoints;
+    for (const std::string& u : etcd_->endpoints()) endpoints += (endpoints.empty() ? "" : ",") + u;
+    server_ = std::make_unique<TestServer>(TestServer::Options{
+        .extra_args = {"--store", "etcd", "--etcd-endpoints", endpoints, "--etcd-prefix", "/e2e"}});
+    server_->Start();
+  }
+  void TearDown() override {
+    server_.reset();
+    etcd_.reset();
+    fs::remove_all(dir_);
+  }
+  int64_t Submit(const std::string& name) {
+    HttpReply r = server_->Call("POST", "/v1/jobs", "tenant-a", Job(name), "application/yaml");
+    EXPECT_EQ(r.status, 201) << r.body;
+    return r.status == 201 ? r.json()["id"].get<int64_t>() : -1;
+  }
+
+  std::string dir_;
+  std::unique_ptr<store::LocalEtcd> etcd_;
+  std::unique_ptr<TestServer> server_;
+};
+
+TEST_F(ServerEtcdTest, AcknowledgedJobsSurviveKillNineAndIdsAreNeverReused) {
+  std::set<int64_t> acknowledged;
+  for (int i = 0; i < 30; ++i) acknowledged.insert(Submit("j" + std::to_string(i)));
+  server_->Kill9();
+  server_->Start();
+  EXPECT_EQ(JobIds(*server_), acknowledged);
+  EXPECT_GT(Submit("after"), *acknowledged.rbegin());
+}
+
+// The member the server talks to dies: the next one answers, nobody sees it.
+TEST_F(ServerEtcdTest, OneEtcdMemberDownInterruptsNothing) {
+  std::set<int64_t> acknowledged;
+  for (int i = 0; i < 5; ++i) acknowledged.insert(Submit("a" + std::to_string(i)));
+  etcd_->Kill(0);
+  for (int i = 0; i < 20; ++i) acknowledged.insert(Submit("b" + std::to_string(i)));
+  EXPECT_EQ(server_->Call("GET", "/readyz", "").status, 200);
+  EXPECT_EQ(JobIds(*server_), acknowledged);
+  ASSERT_TRUE(etcd_->Restart(0).ok());
+}
+
+TEST_F(ServerEtcdTest, LostQuorumIsReadOnlyWithTheCauseAndResumesByItself) {
+  std::set<int64_t> acknowledged = {Submit("before")};
+  etcd_->Kill(1);
+  etcd_->Kill(2);
+  HttpReply w = server_->Call("POST", "/v1/jobs", "tenant-a", Job("lost"), "application/yaml");
+  EXPECT_EQ(w.status, 503) << w.body;
+  EXPECT_NE(w.body.find("etcd"), std::string::npos) << w.body;
+  EXPECT_EQ(server_->Call("GET", "/readyz", "").status, 503);
+  EXPECT_EQ(JobIds(*server_), acknowledged) << "reads are served, the refused job is not there";
+  ASSERT_TRUE(etcd_->Restart(1).ok());
+  ASSERT_TRUE(etcd_->Restart(2).ok());
+  bool ready = false;
+  for (int i = 0; i < 300 && !ready; ++i) {
+    ready = server_->Call("GET", "/readyz", "").status == 200;
+    if (!ready) std::this_thread::sleep_for(100ms);
+  }
+  ASSERT_TRUE(ready) << "did not resume writes";
+  acknowledged.insert(Submit("after"));
+  server_->Stop();
+  server_->Start();
+  EXPECT_EQ(JobIds(*server_), acknowledged);
+}
+
+}  // namespace
+}  // namespace unipool::testing
