@@ -125,7 +125,8 @@ Agent::~Agent() {
 }
 
 std::unique_ptr<httplib::Client> Agent::Client(const std::string& token, int read_timeout_s) const {
-  auto c = std::make_unique<httplib::Client>(options_.server);
+  auto c = std::make_unique<httplib::Client>(servers_.current());
+  c->set_follow_location(true);  // a follower's 307 to the leader
   c->set_connection_timeout(1, 0);
   c->set_read_timeout(read_timeout_s, 0);
   c->set_tcp_nodelay(true);
@@ -134,9 +135,22 @@ std::unique_ptr<httplib::Client> Agent::Client(const std::string& token, int rea
   return c;
 }
 
+bool Agent::ServerFailed(const std::string& url) const {
+  if (servers_.size() < 2) return false;
+  const bool round_done = servers_.Failed(url);
+  if (servers_.current() == url) return false;
+  ++server_gen_;
+  log_.Warn("agent", "the server at " + url + " does not answer; trying " + servers_.current(),
+            {{"node", options_.node}});
+  return !round_done;
+}
+
 // ---- Start: join and the log endpoint ---------------------------------------
 
 Status Agent::Start() {
+  Result<server::ServerList> servers = server::ServerList::Parse(options_.server);
+  if (!servers.ok()) return InvalidArgument("--server: " + servers.status().message());
+  servers_ = *servers;
   if (options_.gpus < 0) {
     options_.gpus = DiscoverGpus();
     gpus_discovered_ = options_.gpus > 0;
@@ -258,9 +272,13 @@ void Agent::HealthLoop() {
 std::string Agent::TokenPath() const { return options_.work_dir + "/node.token"; }
 
 Result<std::string> Agent::Join(const std::string& token) const {
-  auto c = Client(token, 10);
-  auto r = c->Post("/v1/nodes/" + options_.node + "/join", Json{{"gpus", options_.gpus}}.dump(),
-                   "application/json");
+  httplib::Result r{nullptr, httplib::Error::Unknown};
+  for (size_t k = 0; k < servers_.size() && !r; ++k) {
+    const std::string url = servers_.current();
+    r = Client(token, 10)->Post("/v1/nodes/" + options_.node + "/join",
+                                Json{{"gpus", options_.gpus}}.dump(), "application/json");
+    if (!r) ServerFailed(url);
+  }
   if (!r) return Unavailable("cannot reach the server at " + options_.server);
   const Json body = Json::parse(r->body, nullptr, false);
   if (r->status == 200 && body.is_object() && body.value("token", "") != "") {
@@ -315,15 +333,18 @@ void Agent::Rejoin() {
 }
 
 void Agent::HeartbeatLoop() {
-  int64_t gen = token_gen_;
+  int64_t gen = token_gen_, sgen = server_gen_;
   auto c = Client(Token(), 5);
+  std::string url = servers_.current();
   const int64_t period = options_.heartbeat.value() / 1000000;
   int64_t peers_ms = -1000000;
   while (!quit_) {
     const int64_t t0 = SteadyMs();
-    if (gen != token_gen_) {
+    if (gen != token_gen_ || sgen != server_gen_) {
       gen = token_gen_;
+      sgen = server_gen_;
       c = Client(Token(), 5);
+      url = servers_.current();
     }
     // With an outage grace, the peers to ask are refreshed every 10 s.
     const bool peers = options_.outage_grace.value() > 0 && t0 - peers_ms >= 10000;
@@ -349,6 +370,7 @@ void Agent::HeartbeatLoop() {
           "agent", "heartbeat failed",
           {{"node", options_.node},
            {"error", r ? "HTTP " + std::to_string(r->status) : httplib::to_string(r.error())}});
+      if (!r && ServerFailed(url)) continue;  // the next server, at once
     }
     while (!quit_ && SteadyMs() < t0 + period)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -357,19 +379,23 @@ void Agent::HeartbeatLoop() {
 
 // Long-polls this node's assignments and hands each answer to Run().
 void Agent::WatchLoop() {
-  int64_t gen = token_gen_;
+  int64_t gen = token_gen_, sgen = server_gen_;
   auto c = Client(Token(), 40);
+  std::string url = servers_.current();
   {
     std::lock_guard lock(mu_);
     watch_client_ = c.get();
   }
   int64_t revision = 0;
   while (!stop_) {
-    if (gen != token_gen_) {
+    if (gen != token_gen_ || sgen != server_gen_) {
       gen = token_gen_;
+      sgen = server_gen_;
       std::lock_guard lock(mu_);
       c = Client(Token(), 40);
+      url = servers_.current();
       watch_client_ = c.get();
+      revision = 0;  // another server's revisions: list again
     }
     std::string jobs;
     {
@@ -380,6 +406,7 @@ void Agent::WatchLoop() {
     if (revision > 0) path += "&revision=" + std::to_string(revision);
     if (!jobs.empty()) path += "&jobs=" + jobs;
     auto r = c->Get(path);
+    if (!r) ServerFailed(url);
     if (!r || r->status != 200) {
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
       continue;

@@ -48,6 +48,7 @@
 #include "agent/watchdog.h"
 #include "core/base/units.h"
 #include "server/log.h"
+#include "server/server_list.h"
 
 namespace httplib {
 class Client;
@@ -59,7 +60,7 @@ namespace unipool::agent {
 using Json = nlohmann::json;
 
 struct AgentOptions {
-  std::string server;                 // http(s)://host:port
+  std::string server;                 // http(s)://host:port, or several: "URL,URL,..." (--ha)
   std::string ca_cert;                // PEM to trust for https
   std::string join_token;             // exchanged for the node's own token at start
   std::string node;                   // the node's name in the cluster file
@@ -203,7 +204,15 @@ class Agent {
   mutable std::mutex token_mu_;
   std::string token_;                  // this node's own token (token_mu_)
   std::atomic<int64_t> token_gen_{0};  // changes with token_
-  std::string secret_;                 // what the server presents to read logs
+  // The servers (one leads; the others redirect to it), tried in turn.
+  mutable server::ServerList servers_{std::vector<std::string>{""}};
+  // A call to `url` got no answer: the next server; loops that hold a
+  // client make a new one (server_gen_ changes). True when that server has
+  // not been tried in this round (try it now), false when the round is
+  // done (wait first) or there is no other.
+  bool ServerFailed(const std::string& url) const;
+  mutable std::atomic<int64_t> server_gen_{0};
+  std::string secret_;  // what the server presents to read logs
   std::string agent_url_;
   std::unique_ptr<httplib::Server> http_;
   std::thread http_thread_, heartbeat_thread_, watch_thread_, health_thread_, fence_thread_,

@@ -1,8 +1,10 @@
 #include "cli/client.h"
 
 #include <httplib.h>
+#include <unistd.h>
 
 #include <cstdlib>
+#include <thread>
 
 #include "cli/commands.h"
 #include "io/cluster_reader.h"
@@ -60,30 +62,56 @@ Status ResolveClientConfig(ClientConfig* c) {
     return InvalidArgument(text.status().message());
   }
   if (c->server.empty()) c->server = "http://127.0.0.1:8460";
-  if (!c->server.starts_with("http://") && !c->server.starts_with("https://")) {
-    return InvalidArgument("server address '" + c->server +
-                           "': expected http://HOST:PORT or https://HOST:PORT");
-  }
-  return Status::Ok();
+  return server::ServerList::Parse(c->server).status();
 }
+
+namespace {
+
+server::ServerList ServersOf(const std::string& urls) {
+  Result<server::ServerList> l = server::ServerList::Parse(urls);
+  return l.ok() ? *l : server::ServerList({urls});  // (checked by ResolveClientConfig)
+}
+
+}  // namespace
+
+Client::Client(ClientConfig config)
+    : config_(std::move(config)), servers_(ServersOf(config_.server)) {}
 
 Result<Json> Client::Call(const std::string& method, const std::string& path,
                           const std::string& body, const std::string& content_type, int timeout_s,
                           std::map<std::string, std::string>* headers_out) const {
-  httplib::Client http(config_.server);
-  if (!config_.ca_cert.empty()) http.set_ca_cert_path(config_.ca_cert.c_str());
-  http.set_connection_timeout(5, 0);
-  http.set_tcp_nodelay(true);
-  http.set_read_timeout(timeout_s, 0);
   httplib::Headers headers;
   if (!config_.token.empty()) headers.emplace("Authorization", "Bearer " + config_.token);
-  httplib::Result res = method == "GET"      ? http.Get(path, headers)
-                        : method == "DELETE" ? http.Delete(path, headers)
-                        : method == "PUT"    ? http.Put(path, headers, body, content_type)
-                                             : http.Post(path, headers, body, content_type);
+  httplib::Result res{nullptr, httplib::Error::Unknown};
+  // Each server once per round; a round of failures waits (backoff with
+  // jitter) before the next; three rounds at most.
+  const uint64_t seed = static_cast<uint64_t>(getpid()) * 2654435761u;
+  std::string tried;
+  for (int round = 1; round <= 3 && !res; ++round) {
+    for (size_t k = 0; k < servers_.size() && !res; ++k) {
+      const std::string url = servers_.current();
+      httplib::Client http(url);
+      if (!config_.ca_cert.empty()) http.set_ca_cert_path(config_.ca_cert.c_str());
+      http.set_connection_timeout(5, 0);
+      http.set_tcp_nodelay(true);
+      http.set_read_timeout(timeout_s, 0);
+      http.set_follow_location(true);  // a follower's 307 to the leader
+      res = method == "GET"      ? http.Get(path, headers)
+            : method == "DELETE" ? http.Delete(path, headers)
+            : method == "PUT"    ? http.Put(path, headers, body, content_type)
+                                 : http.Post(path, headers, body, content_type);
+      if (res) break;
+      tried = "cannot reach the server at " + url + " (" + httplib::to_string(res.error()) + ")";
+      servers_.Failed(url);
+    }
+    if (!res && servers_.size() > 1 && round < 3) {
+      std::this_thread::sleep_for(server::ServerList::Backoff(round, seed));
+    }
+  }
   if (!res) {
-    return Unavailable("cannot reach the server at " + config_.server + " (" +
-                       httplib::to_string(res.error()) + ")");
+    return Unavailable(servers_.size() == 1 ? tried
+                                            : "cannot reach any server of " + servers_.Joined() +
+                                                  " (last: " + tried + ")");
   }
   if (headers_out) {
     for (const auto& [k, v] : res->headers) (*headers_out)[k] = v;

@@ -3,7 +3,10 @@
 // the environment (UNIPOOL_SERVER, UNIPOOL_TOKEN), then a config file
 // ($UNIPOOL_CONFIG, else $HOME/.config/unipool/config.yaml) with keys
 // `server`, `token` and `caCert`; the default server is
-// http://127.0.0.1:8460.
+// http://127.0.0.1:8460. `server` may list several URLs ("URL,URL,..."):
+// the servers of `unipool server --ha`; a call follows a follower's
+// redirect to the leader and moves on to the next URL when one does not
+// answer (server/server_list.h).
 #pragma once
 
 #include <map>
@@ -11,6 +14,7 @@
 #include <string>
 
 #include "core/base/status.h"
+#include "server/server_list.h"
 
 namespace unipool::cli {
 
@@ -30,7 +34,8 @@ Status ResolveClientConfig(ClientConfig* c);
 // 404 kNotFound, 409 kFailedPrecondition, 5xx and no connection kUnavailable.
 class Client {
  public:
-  explicit Client(ClientConfig config) : config_(std::move(config)) {}
+  // REQUIRES: ResolveClientConfig(&config) succeeded.
+  explicit Client(ClientConfig config);
   // `timeout_s` bounds the whole call (long-poll watches pass more).
   // `headers`, when given, receives the answer's headers (names as sent).
   Result<Json> Call(const std::string& method, const std::string& path,
@@ -41,6 +46,7 @@ class Client {
 
  private:
   ClientConfig config_;
+  mutable server::ServerList servers_;
 };
 
 // The exit code for a failed call (commands.h).

@@ -1,15 +1,21 @@
 // `unipool server`: the control plane. `unipool token create`: tokens.
 #include <signal.h>
 
+#include <atomic>
+#include <chrono>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 #include "cli/commands.h"
 #include "cli/daemon.h"
 #include "io/yaml_fields.h"
+#include "server/follower.h"
 #include "server/server.h"
+#include "store/election.h"
 
 namespace unipool::cli {
 namespace {
@@ -24,6 +30,10 @@ struct ServerFlags {
   std::string min_runtime = "5m";
   std::string log_level = "info";
   std::string address_file;
+  bool ha = false;
+  std::string advertise;
+  std::string leader_ttl = "3s";
+  std::chrono::seconds ttl{3};
 };
 
 Status ParseListen(const std::string& listen, server::ServerOptions* opt) {
@@ -39,12 +49,8 @@ Status ParseListen(const std::string& listen, server::ServerOptions* opt) {
   return Status::Ok();
 }
 
-int RunServer(ServerFlags& f) {
-  BlockStopSignals();  // before the store starts its thread
-  // Past a file size limit (RLIMIT_FSIZE) a write fails with EFBIG like a
-  // full disk, instead of killing the server: it goes read-only.
-  signal(SIGXFSZ, SIG_IGN);
-  server::Logger log;
+// The flags into f.opt; an exit code on bad input, else -1.
+int ParseServerFlags(ServerFlags& f, server::Logger& log) {
   if (!SetLogLevel(log, f.log_level)) return kExitBadInput;
   Duration lease;
   if (!io::ParseDuration(f.node_lease, &lease) || lease.value() <= 0) {
@@ -73,10 +79,55 @@ int RunServer(ServerFlags& f) {
     }
     f.opt.etcd.endpoints = f.etcd_endpoints;
   }
+  if (f.ha && f.store != "etcd") {
+    std::cerr << "error: --ha needs --store etcd (the servers share etcd and elect a leader)\n";
+    return kExitBadInput;
+  }
+  Duration ttl;
+  if (!io::ParseDuration(f.leader_ttl, &ttl) || ttl < Seconds(2) || ttl.value() % 1000000000) {
+    std::cerr << "error: --leader-ttl: expected whole seconds, at least 2s, got '" << f.leader_ttl
+              << "'\n";
+    return kExitBadInput;
+  }
+  f.ttl = std::chrono::seconds(ttl.value() / 1000000000);
   if (Status st = ParseListen(f.listen, &f.opt); !st.ok()) {
     std::cerr << "error: " << st.message() << "\n";
     return kExitBadInput;
   }
+  return -1;
+}
+
+void WriteAddress(const ServerFlags& f, const std::string& url) {
+  if (f.address_file.empty()) return;
+  const std::string tmp = f.address_file + ".tmp";
+  std::ofstream(tmp) << url << "\n";
+  std::rename(tmp.c_str(), f.address_file.c_str());
+}
+
+// What a stop signal stops: whatever runs now (the follower's campaign,
+// then the leader's server).
+struct Stopper {
+  std::mutex mu;
+  bool stopping = false;
+  std::function<void()> stop;
+  void Set(std::function<void()> fn) {
+    std::lock_guard lock(mu);
+    stop = std::move(fn);
+    if (stopping && stop) stop();
+  }
+  void Fire() {
+    std::lock_guard lock(mu);
+    stopping = true;
+    if (stop) stop();
+  }
+};
+
+// The control plane on this process: opens the store (as leader under
+// `election`, when there is one) and serves until stopped or, as leader,
+// until the term is lost (then it exits non-zero: a supervisor starts it
+// again, as a follower).
+int ServeControlPlane(ServerFlags& f, server::Logger& log, Stopper& stopper,
+                      store::Election* election) {
   Result<std::unique_ptr<server::Server>> s = server::Server::Open(f.opt, log);
   if (!s.ok()) {
     std::cerr << "error: " << s.status().ToString() << "\n";
@@ -88,19 +139,87 @@ int RunServer(ServerFlags& f) {
     return kExitFailed;
   }
   server::Server& srv = **s;
-  OnStopSignal([&srv] { srv.Stop(); });
-  std::cout << "unipool server listening on " << (*s)->url() << std::endl;
-  if (!f.address_file.empty()) {
-    const std::string tmp = f.address_file + ".tmp";
-    std::ofstream(tmp) << (*s)->url() << "\n";
-    std::rename(tmp.c_str(), f.address_file.c_str());
+  stopper.Set([&srv, election] {
+    if (election) election->Stop();
+    srv.Stop();
+  });
+  std::cout << "unipool server listening on " << srv.url() << std::endl;
+  WriteAddress(f, srv.url());
+  std::atomic<bool> lost{false};
+  std::thread holder;
+  if (election) {
+    holder = std::thread([&] {
+      const std::string why = election->HoldUntilLost();
+      if (why == "stopped") return;
+      log.Error("server", "lost the leadership: " + why + "; stopping (restart it to follow)");
+      lost = true;
+      srv.Stop();
+    });
   }
-  if (Status st = (*s)->Run(); !st.ok()) {
+  Status st = srv.Run();
+  if (election) {
+    election->Stop();
+    holder.join();
+  }
+  stopper.Set(nullptr);
+  if (!st.ok()) {
     log.Error("server", "stopped on a fatal error: " + st.message());
     return kExitFailed;
   }
+  if (lost) return kExitFailed;
   log.Info("server", "stopped");
   return kExitOk;
+}
+
+// --ha: follows (redirecting clients to the leader) until elected, then
+// serves as leader on the same address.
+int RunHighlyAvailable(ServerFlags& f, server::Logger& log, Stopper& stopper) {
+  std::unique_ptr<store::Election> election;
+  server::FollowerFront front([&election] { return election ? election->leader() : ""; },
+                              f.opt.http);
+  if (!f.opt.tls_cert.empty()) {
+    if (Status st = front.SetTls(f.opt.tls_cert, f.opt.tls_key); !st.ok()) {
+      std::cerr << "error: " << st.message() << "\n";
+      return kExitBadInput;
+    }
+  }
+  Result<int> port = front.Bind(f.opt.host, f.opt.port);
+  if (!port.ok()) {
+    std::cerr << "error: " << port.status().message() << "\n";
+    return kExitFailed;
+  }
+  f.opt.port = *port;  // the leader serves where the follower answered
+  const std::string url = std::string(f.opt.tls_cert.empty() ? "http://" : "https://") +
+                          f.opt.host + ":" + std::to_string(*port);
+  election =
+      std::make_unique<store::Election>(f.opt.etcd, f.advertise.empty() ? url : f.advertise, f.ttl);
+  if (Status st = front.Start(); !st.ok()) {
+    std::cerr << "error: " << st.message() << "\n";
+    return kExitFailed;
+  }
+  stopper.Set([&election] { election->Stop(); });
+  std::cout << "unipool server following on " << url << std::endl;
+  WriteAddress(f, url);
+  log.Info("server", "following: campaigning for the leadership", {{"url", url}});
+  const int64_t term = election->Campaign();
+  front.Stop();
+  if (term == 0) return kExitOk;  // stopped
+  log.Info("server", "elected leader", {{"term", term}, {"url", url}});
+  f.opt.etcd.guard_key = election->key();
+  f.opt.etcd.guard_term = term;
+  return ServeControlPlane(f, log, stopper, election.get());
+}
+
+int RunServer(ServerFlags& f) {
+  BlockStopSignals();  // before the store starts its thread
+  // Past a file size limit (RLIMIT_FSIZE) a write fails with EFBIG like a
+  // full disk, instead of killing the server: it goes read-only.
+  signal(SIGXFSZ, SIG_IGN);
+  server::Logger log;
+  if (int code = ParseServerFlags(f, log); code >= 0) return code;
+  Stopper stopper;
+  OnStopSignal([&stopper] { stopper.Fire(); });
+  return f.ha ? RunHighlyAvailable(f, log, stopper) : ServeControlPlane(f, log, stopper, nullptr);
 }
 
 struct TokenFlags {
@@ -161,6 +280,15 @@ void AddServerCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--etcd-cert", f->opt.etcd.cert_file,
                   "PEM client certificate for etcd (with --etcd-key; etcd --client-cert-auth)");
   cmd->add_option("--etcd-key", f->opt.etcd.key_file, "PEM private key of --etcd-cert");
+  cmd->add_flag("--ha", f->ha,
+                "high availability: servers sharing --store etcd elect one leader; the others "
+                "redirect clients to it and take over when it is lost");
+  cmd->add_option("--advertise", f->advertise,
+                  "--ha: the URL other servers send clients to (default: the --listen address)");
+  cmd->add_option("--leader-ttl", f->leader_ttl,
+                  "--ha: the leader's etcd lease; a lost leader is replaced about this long "
+                  "after it stopped renewing it")
+      ->capture_default_str();
   cmd->add_option("--etcd-max-txn-ops", f->opt.etcd.max_txn_ops,
                   "etcd's --max-txn-ops: the most operations the server puts in one etcd "
                   "transaction")

@@ -16,21 +16,13 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-std::string Job(const std::string& name) {
-  return "apiVersion: unipool/v1\nkind: Job\nmetadata: {name: " + name +
-         "}\nspec:\n  command: [sleep, '600']\n  gpus: 1\n  queue: team-a\n";
-}
-
 class ServerEtcdTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = (fs::temp_directory_path() / ("unipool-etcd-e2e-" + std::to_string(getpid()))).string();
-    fs::remove_all(dir_);
-    auto e = store::LocalEtcd::Start(dir_, 3);
-    ASSERT_TRUE(e.ok()) << e.status().message();
-    etcd_ = std::move(e).value();
     std::string endpoints;
-    for (const std::string& u : etcd_->endpoints()) endpoints += (endpoints.empty() ? "" : ",") + u;
+    etcd_ = StartEtcd(dir_, 3, &endpoints);
+    ASSERT_TRUE(etcd_);
     server_ = std::make_unique<TestServer>(TestServer::Options{
         .extra_args = {"--store", "etcd", "--etcd-endpoints", endpoints, "--etcd-prefix", "/e2e"}});
     server_->Start();
@@ -41,7 +33,7 @@ class ServerEtcdTest : public ::testing::Test {
     fs::remove_all(dir_);
   }
   int64_t Submit(const std::string& name) {
-    HttpReply r = server_->Call("POST", "/v1/jobs", "tenant-a", Job(name), "application/yaml");
+    HttpReply r = server_->Call("POST", "/v1/jobs", "tenant-a", SleepJob(name), "application/yaml");
     EXPECT_EQ(r.status, 201) << r.body;
     return r.status == 201 ? r.json()["id"].get<int64_t>() : -1;
   }
@@ -75,7 +67,7 @@ TEST_F(ServerEtcdTest, LostQuorumIsReadOnlyWithTheCauseAndResumesByItself) {
   std::set<int64_t> acknowledged = {Submit("before")};
   etcd_->Kill(1);
   etcd_->Kill(2);
-  HttpReply w = server_->Call("POST", "/v1/jobs", "tenant-a", Job("lost"), "application/yaml");
+  HttpReply w = server_->Call("POST", "/v1/jobs", "tenant-a", SleepJob("lost"), "application/yaml");
   EXPECT_EQ(w.status, 503) << w.body;
   EXPECT_NE(w.body.find("etcd"), std::string::npos) << w.body;
   EXPECT_EQ(server_->Call("GET", "/readyz", "").status, 503);

@@ -102,6 +102,11 @@ TestServer::TestServer(Options options) : options_(std::move(options)) {
   fs::remove_all(dir_);
   fs::create_directories(dir_);
   const std::string tokens = dir_ + "/tokens.yaml";
+  if (options_.share_tokens) {  // servers of one cluster (--ha) share one token file
+    fs::copy_file(options_.share_tokens->dir() + "/tokens.yaml", tokens);
+    tokens_ = options_.share_tokens->tokens_;
+    return;
+  }
   using server::Role;
   const std::vector<std::tuple<std::string, Role, std::vector<std::string>>> who = {
       {"admin", Role::kAdmin, {}},
@@ -155,7 +160,12 @@ void TestServer::Start() {
                                    << std::ifstream(dir_ + "/server.log").rdbuf();
   std::getline(std::ifstream(address), url_);
   for (const char* q : {"team-a", "team-b"}) {
-    HttpReply r = Call("PUT", std::string("/v1/queues/") + q, "admin", "{}");
+    HttpReply r;
+    for (int i = 0; i < 100; ++i) {  // --ha: until a leader is elected
+      r = Call("PUT", std::string("/v1/queues/") + q, "admin", "{}");
+      if (r.status != 503) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
     ASSERT_EQ(r.status, 200) << r.body;
   }
 }
@@ -166,6 +176,18 @@ void TestServer::Stop() {
   int status = 0;
   waitpid(pid_, &status, 0);
   pid_ = -1;
+}
+
+int TestServer::WaitExit(int seconds) {
+  for (int i = 0; i < seconds * 100 && pid_ > 0; ++i) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return status;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return -1;
 }
 
 void TestServer::Kill9() {
@@ -183,6 +205,7 @@ HttpReply TestServer::Call(const std::string& method, const std::string& path,
   c.set_connection_timeout(5, 0);
   c.enable_server_certificate_verification(false);  // the TLS test's self-signed certificate
   c.set_read_timeout(60, 0);
+  c.set_follow_location(true);  // a follower's redirect to the leader (--ha)
   httplib::Headers h;
   if (!who.empty())
     h.emplace("Authorization", "Bearer " + (tokens_.count(who) ? tokens_.at(who) : who));
@@ -198,6 +221,21 @@ void TestServer::UseCli(const std::string& who) const {
   setenv("UNIPOOL_SERVER", url_.c_str(), 1);
   setenv("UNIPOOL_TOKEN", tokens_.at(who).c_str(), 1);
   setenv("UNIPOOL_CONFIG", "/dev/null", 1);
+}
+
+std::string SleepJob(const std::string& name) {
+  return "apiVersion: unipool/v1\nkind: Job\nmetadata: {name: " + name +
+         "}\nspec:\n  command: [sleep, '600']\n  gpus: 1\n  queue: team-a\n";
+}
+
+std::unique_ptr<store::LocalEtcd> StartEtcd(const std::string& dir, int n, std::string* endpoints) {
+  fs::remove_all(dir);
+  auto e = store::LocalEtcd::Start(dir, n);
+  EXPECT_TRUE(e.ok()) << e.status().message();
+  if (!e.ok()) return nullptr;
+  endpoints->clear();
+  for (const std::string& u : (*e)->endpoints()) *endpoints += (endpoints->empty() ? "" : ",") + u;
+  return std::move(e).value();
 }
 
 std::set<int64_t> JobIds(const TestServer& s) {

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "store/local_etcd.h"
+
 namespace unipool::testing {
 
 struct HttpReply {
@@ -46,6 +48,7 @@ class TestServer {
     std::vector<std::string> extra_args;
     std::string data_dir;                       // "" = dir()/data
     std::map<std::string, std::string> run_as;  // token name -> its runAs
+    const TestServer* share_tokens = nullptr;   // this server's token file and tokens
   };
   explicit TestServer(Options options);
   TestServer() : TestServer(Options{}) {}
@@ -57,6 +60,9 @@ class TestServer {
   void Stop();
   // SIGKILL and wait: nothing is flushed.
   void Kill9();
+  // Waits up to `seconds` for the process to exit by itself; its wait
+  // status, or -1 if it still runs (then it is left running).
+  int WaitExit(int seconds);
 
   const std::string& url() const { return url_; }
   int port() const;
@@ -79,6 +85,14 @@ class TestServer {
   std::map<std::string, std::string> tokens_;
   pid_t pid_ = -1;
 };
+
+// A one-GPU job that sleeps, in team-a: for tests that count jobs.
+std::string SleepJob(const std::string& name);
+
+// `n` etcd members for servers on --store etcd, in a fresh directory `dir`
+// (removed by the owner); `endpoints` gets their URLs, comma-separated.
+// Fails the test when etcd does not start.
+std::unique_ptr<store::LocalEtcd> StartEtcd(const std::string& dir, int n, std::string* endpoints);
 
 // The ids of every job the server lists (all pages).
 std::set<int64_t> JobIds(const TestServer& s);

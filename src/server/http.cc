@@ -559,6 +559,10 @@ void HttpServer::Stop() {
   }
   MHD_stop_daemon(s.daemon);
   s.daemon = nullptr;
+  // Quiesced, MHD gave the socket back: close it, so that the address is
+  // free at once (a follower's front hands it to the leader's API).
+  if (s.listen_fd >= 0) close(s.listen_fd);
+  s.listen_fd = -1;
 }
 
 int HttpServer::connections() const {

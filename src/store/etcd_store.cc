@@ -6,6 +6,8 @@
 //   PREFIX/#meta {"rev": R, "writer": W, "deleted": [[KEY, REV], ...]}: the
 //                store's revision after the last flush, which store instance
 //                wrote it, and the revisions of the keys that flush deleted
+//   PREFIX/#leader  the election's key (election.h); keys under PREFIX/# are
+//                never the store's
 // The committer writes every pending transaction of the store in one etcd
 // transaction per flush (group commit), the last operation on each key
 // only, with the new #meta; it holds only while #meta is as this store last
@@ -26,6 +28,8 @@ using Json = nlohmann::json;
 
 constexpr char kMeta[] = "/#meta";
 constexpr size_t kPageSize = 1000;
+constexpr const char* kDeposed =
+    "this server is no longer the leader (its term in etcd ended): every write is refused";
 constexpr size_t kMaxFlushBytes = 1 << 20;  // etcd takes 1.5 MiB a request by default
 
 std::string Wrap(int64_t create, int64_t mod, std::string_view value) {
@@ -59,7 +63,9 @@ class EtcdStore final : public CachedStore {
       : CachedStore(history),
         client_(options),
         prefix_(options.prefix),
-        max_ops_(static_cast<size_t>(options.max_txn_ops)) {
+        max_ops_(static_cast<size_t>(options.max_txn_ops)),
+        guard_key_(options.guard_key),
+        guard_term_(options.guard_term) {
     std::random_device rd;
     writer_ = (static_cast<uint64_t>(rd()) << 32) | rd();
   }
@@ -206,6 +212,7 @@ class EtcdStore final : public CachedStore {
       s->meta_mod = EtcdClient::Int(e, "mod_revision");
       return Status::Ok();
     }
+    if (k.starts_with("/#")) return Status::Ok();  // the servers' own: the election's key
     KeyValue kv;
     kv.key = k;
     if (!Unwrap(*value, &kv)) return BadKey(k);
@@ -274,15 +281,25 @@ class EtcdStore final : public CachedStore {
     }
     const std::string meta_key = EtcdClient::Base64(EtcdKey(kMeta));
     ops.push_back(MetaPut(batch[end - 1].rev, deleted));
-    const Json txn{{"compare",
-                    {{{"key", meta_key},
-                      {"target", "MOD"},
-                      {"result", "EQUAL"},
-                      {"mod_revision", meta_mod_}}}},
-                   {"success", ops},
-                   {"failure", {{{"request_range", {{"key", meta_key}}}}}}};
+    Json compare = {
+        {{"key", meta_key}, {"target", "MOD"}, {"result", "EQUAL"}, {"mod_revision", meta_mod_}}};
+    Json failure = {{{"request_range", {{"key", meta_key}}}}};
+    if (guard_term_ > 0) {
+      const std::string guard = EtcdClient::Base64(guard_key_);
+      compare.push_back({{"key", guard},
+                         {"target", "CREATE"},
+                         {"result", "EQUAL"},
+                         {"create_revision", guard_term_}});
+      failure.push_back({{"request_range", {{"key", guard}}}});
+    }
+    const Json txn{{"compare", compare}, {"success", ops}, {"failure", failure}};
     Result<Json> r = client_.Call("kv/txn", txn);
     if (!r.ok()) return Status(StatusCode::kUnavailable, r.status().message());
+    if (!r->value("succeeded", false) && guard_term_ > 0 && !GuardHolds(*r)) {
+      deposed_ = true;
+      ++fenced_;
+      return Unavailable(kDeposed);
+    }
     if (!r->value("succeeded", false)) {
       // #meta moved. Ours: an earlier flush whose answer was lost did land;
       // reading the prefix again brings it in. Another writer's: stop.
@@ -296,6 +313,18 @@ class EtcdStore final : public CachedStore {
     }
     meta_mod_ = EtcdClient::Int(r->value("header", Json::object()), "revision");
     return Status::Ok();
+  }
+
+  // Whether the failure branch of a flush found the guard at our term.
+  bool GuardHolds(const Json& answer) const {
+    const std::string guard = EtcdClient::Base64(guard_key_);
+    for (const Json& r : answer.value("responses", Json::array())) {
+      for (const Json& kv : r.value("response_range", Json::object()).value("kvs", Json::array())) {
+        if (kv.value("key", "") == guard)
+          return EtcdClient::Int(kv, "create_revision") == guard_term_;
+      }
+    }
+    return false;  // no key: the term ended
   }
 
   // The writer of the #meta that a failed flush's failure branch read.
@@ -325,6 +354,10 @@ class EtcdStore final : public CachedStore {
       const bool ours = s->writer == writer_ || s->meta_mod == meta_mod_;
       meta_mod_ = s->meta_mod;
       cache_.Reset(std::move(s->kvs), s->revision);
+      if (deposed_) {
+        cache_.SetReadOnly(Unavailable(kDeposed));
+        continue;
+      }
       if (!ours || conflict_) {
         cache_.SetReadOnly(Unavailable("another unipool server writes under the etcd prefix " +
                                        prefix_ +
@@ -339,13 +372,17 @@ class EtcdStore final : public CachedStore {
   mutable EtcdClient client_;
   const std::string prefix_;
   const size_t max_ops_;
+  const std::string guard_key_;
+  const int64_t guard_term_;
   uint64_t writer_ = 0;
   std::mutex mu_;
   std::condition_variable wake_;
   std::vector<Pending> pending_;
   bool stop_ = false;
-  int64_t meta_mod_ = 0;   // the committer's (and Open's, before it starts)
-  bool conflict_ = false;  // the committer's: another writer took the prefix
+  int64_t meta_mod_ = 0;            // the committer's (and Open's, before it starts)
+  bool conflict_ = false;           // the committer's: another writer took the prefix
+  bool deposed_ = false;            // the committer's: the guard moved on (another leader's term)
+  std::atomic<int64_t> fenced_{0};  // flushes the guard refused
   std::thread committer_;
 };
 

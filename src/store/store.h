@@ -147,6 +147,11 @@ struct EtcdOptions {
   std::string cert_file, key_file;     // https: this client's certificate, for --client-cert-auth
   std::chrono::milliseconds timeout{5000};  // one request
   int64_t max_txn_ops = 128;                // etcd's --max-txn-ops (128 by default)
+  // Fencing (store/election.h): when set, every write holds only while
+  // `guard_key` has create revision `guard_term` (this server's term as
+  // leader); once it has not, the store refuses every write for good.
+  std::string guard_key;
+  int64_t guard_term = 0;
 };
 
 // Opens the store under `options.prefix`, loading what is there. With
