@@ -14,6 +14,7 @@ train_ddp.py, as unipool launches it (one process per GPU).
 import argparse
 import json
 import os
+import sys
 import signal
 import time
 
@@ -137,11 +138,16 @@ def main():
         with open(os.path.join(ckpt_dir, "done.json"), "w") as f:
             json.dump({"step": step}, f)
         print(f"done at step {step}", flush=True)
-    dist.barrier()  # nobody tears down while a peer still talks
-    dist.destroy_process_group()
+    dist.barrier()  # nobody leaves while a peer still talks
+    # No destroy_process_group(): with gloo it can hang joining its threads
+    # once the peers have exited (seen here at the end of a run: rank 0
+    # stuck in std::thread::join after "done"); the process exits at once
+    # below and the kernel closes the connections.
 
 
 if __name__ == "__main__":
     main()
     # Skip interpreter teardown: gloo's threads can hang it after a peer left.
+    sys.stdout.flush()
+    sys.stderr.flush()
     os._exit(0)

@@ -173,9 +173,11 @@ Status Agent::Start() {
   // The node's own token first (a restarted agent: it rotates), else the
   // join token (a first join, or the own token was revoked).
   Result<std::string> token = PermissionDenied("no node token");
-  if (const std::string own = ReadTokenFile(TokenPath()); !own.empty()) token = Join(own);
+  if (const std::string own = ReadTokenFile(TokenPath()); !own.empty()) {
+    token = JoinPatiently(own);
+  }
   if (!token.ok() && token.status().code() == StatusCode::kPermissionDenied) {
-    token = Join(options_.join_token);
+    token = JoinPatiently(options_.join_token);
   }
   if (!token.ok()) return token.status();
   UNIPOOL_RETURN_IF_ERROR(UseToken(*token));
@@ -288,8 +290,25 @@ Result<std::string> Agent::Join(const std::string& token) const {
   if (body.is_object() && body.contains("error")) msg = body["error"].value("message", msg);
   return Status(r->status == 401 || r->status == 403 ? StatusCode::kPermissionDenied
                 : r->status == 409                   ? StatusCode::kFailedPrecondition
+                : r->status >= 500                   ? StatusCode::kUnavailable
                                                      : StatusCode::kInvalidArgument,
                 "join refused: " + msg);
+}
+
+// Join, again while no server answers or none leads (a server starting,
+// an election): up to a minute, with jittered backoff.
+Result<std::string> Agent::JoinPatiently(const std::string& token) const {
+  const int64_t until = SteadyMs() + 60000;
+  const uint64_t seed = std::hash<std::string>()(options_.node);
+  for (int round = 1;; ++round) {
+    Result<std::string> r = Join(token);
+    if (r.ok() || r.status().code() != StatusCode::kUnavailable || SteadyMs() > until) return r;
+    if (round == 1) {
+      log_.Warn("agent", "joining: " + r.status().message() + "; trying again",
+                {{"node", options_.node}});
+    }
+    std::this_thread::sleep_for(server::ServerList::Backoff(round, seed));
+  }
 }
 
 // Keeps the node's token (memory, and its file: owner-only) for every
@@ -673,7 +692,10 @@ void Agent::Finish(int64_t job, LocalRun& run) {
   // one of its processes failed is reported, with that process's cause.
   if (run.run.stopping() && !run.gang_failed) return;
   if (run.run.all_ok()) {
-    if (run.rank0) Report(job, run.generation, "succeeded", "rank 0 exited 0 on " + options_.node);
+    if (run.rank0) {
+      Report(job, run.generation, "succeeded", "rank 0 exited 0 on " + options_.node,
+             run.last_progress.is_object() ? Json{{"progress", run.last_progress}} : Json());
+    }
     return;
   }
   const ExitInfo* bad = nullptr;
@@ -764,6 +786,7 @@ void Agent::ForwardReports(int64_t job, LocalRun& run) {
       }
       if (path == run.report0 || run.report0.empty()) {
         run.progress = j;
+        run.last_progress = j;
         if (j.contains("step") && j["step"].is_number_integer() &&
             j["step"].get<int64_t>() > run.last_step) {
           run.last_step = j["step"].get<int64_t>();

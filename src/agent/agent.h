@@ -210,6 +210,7 @@ class Agent {
   // client make a new one (server_gen_ changes). True when that server has
   // not been tried in this round (try it now), false when the round is
   // done (wait first) or there is no other.
+  Result<std::string> JoinPatiently(const std::string& token) const;
   bool ServerFailed(const std::string& url) const;
   mutable std::atomic<int64_t> server_gen_{0};
   std::string secret_;  // what the server presents to read logs

@@ -22,7 +22,8 @@ struct Agent::LocalRun {
   ProcessGroup run;
   std::vector<std::pair<std::string, int64_t>> reports;  // report file, bytes read
   std::string report0;                                   // global rank 0's report file
-  Json progress;
+  Json progress;                                         // the progress not yet sent
+  Json last_progress;  // the last progress rank 0 reported (sent with the final report)
   int64_t progress_sent_ms = 0;
   int64_t last_checkpoint_step = -1;
   std::vector<pid_t> pgids;     // registered with the fence

@@ -128,17 +128,19 @@ class AgentE2eTest : public ::testing::Test {
   // Extra arguments for the server and for every agent.
   // `run_as`: the tokens' runAs (TestServer::Options).
   // `cluster`, `gpus`: the cluster file and each agent's GPUs.
+  // `lease`: the nodes' lease (the server's and every agent's).
   AgentE2eTest(const std::vector<std::string>& server_extra, std::vector<std::string> agent_extra,
                std::map<std::string, std::string> run_as = {},
                const std::string& cluster = "testdata/clusters/local-3x2.yaml",
-               std::string gpus = "2")
+               std::string gpus = "2", std::string lease = "3s")
       : server_(TestServer::Options{
             .cluster = cluster,
             .assume_nodes_up = false,
-            .extra_args = Concat({"--node-lease", "3s", "--min-runtime", "0s"}, server_extra),
+            .extra_args = Concat({"--node-lease", lease, "--min-runtime", "0s"}, server_extra),
             .run_as = std::move(run_as)}),
         agent_extra_(std::move(agent_extra)),
-        gpus_(std::move(gpus)) {}
+        gpus_(std::move(gpus)),
+        lease_(std::move(lease)) {}
   static std::vector<std::string> Concat(std::vector<std::string> a,
                                          const std::vector<std::string>& b) {
     a.insert(a.end(), b.begin(), b.end());
@@ -190,7 +192,7 @@ class AgentE2eTest : public ::testing::Test {
                                        "--heartbeat",
                                        "300ms",
                                        "--lease",
-                                       "3s",
+                                       lease_,
                                        "--health-interval",
                                        "500ms",
                                        "--health-check",
@@ -268,6 +270,7 @@ class AgentE2eTest : public ::testing::Test {
   TestServer server_;
   std::vector<std::string> agent_extra_;
   std::string gpus_;
+  std::string lease_;
   std::string ckpt_;
   std::map<std::string, pid_t> agents_;
 };

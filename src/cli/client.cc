@@ -3,6 +3,8 @@
 #include <httplib.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <thread>
 
@@ -83,12 +85,16 @@ Result<Json> Client::Call(const std::string& method, const std::string& path,
   httplib::Headers headers;
   if (!config_.token.empty()) headers.emplace("Authorization", "Bearer " + config_.token);
   httplib::Result res{nullptr, httplib::Error::Unknown};
-  // Each server once per round; a round of failures waits (backoff with
-  // jitter) before the next; three rounds at most.
+  // Each server once per round; after a round without an answer, a
+  // jittered backoff, for up to 15 s with several servers (a failover
+  // takes the leader's TTL and a second or two). A 503 with Retry-After
+  // (no leader elected yet) counts as no answer.
   const uint64_t seed = static_cast<uint64_t>(getpid()) * 2654435761u;
+  const auto give_up = std::chrono::steady_clock::now() +
+                       std::chrono::seconds(servers_.size() > 1 ? std::min(timeout_s, 15) : 0);
   std::string tried;
-  for (int round = 1; round <= 3 && !res; ++round) {
-    for (size_t k = 0; k < servers_.size() && !res; ++k) {
+  for (int round = 1;; ++round) {
+    for (size_t k = 0; k < servers_.size(); ++k) {
       const std::string url = servers_.current();
       httplib::Client http(url);
       if (!config_.ca_cert.empty()) http.set_ca_cert_path(config_.ca_cert.c_str());
@@ -100,13 +106,16 @@ Result<Json> Client::Call(const std::string& method, const std::string& path,
             : method == "DELETE" ? http.Delete(path, headers)
             : method == "PUT"    ? http.Put(path, headers, body, content_type)
                                  : http.Post(path, headers, body, content_type);
-      if (res) break;
-      tried = "cannot reach the server at " + url + " (" + httplib::to_string(res.error()) + ")";
+      const bool wait = res && res->status == 503 && res->has_header("Retry-After");
+      if (res && !wait) break;
+      tried =
+          res ? "HTTP 503 from " + url
+              : "cannot reach the server at " + url + " (" + httplib::to_string(res.error()) + ")";
       servers_.Failed(url);
     }
-    if (!res && servers_.size() > 1 && round < 3) {
-      std::this_thread::sleep_for(server::ServerList::Backoff(round, seed));
-    }
+    const bool answered = res && !(res->status == 503 && res->has_header("Retry-After"));
+    if (answered || std::chrono::steady_clock::now() >= give_up) break;
+    std::this_thread::sleep_for(server::ServerList::Backoff(round, seed));
   }
   if (!res) {
     return Unavailable(servers_.size() == 1 ? tried

@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "io/yaml_fields.h"
 #include "server/log.h"
 
 namespace unipool::cli {
@@ -38,6 +39,13 @@ inline void OnStopSignal(std::function<void()> stop) {
     sigwait(&set, &sig);
     stop();
   }).detach();
+}
+
+// A duration flag that must be positive ("5s"); false (after saying why).
+inline bool ParsePositiveDuration(const std::string& flag, const std::string& v, Duration* out) {
+  if (io::ParseDuration(v, out) && out->value() > 0) return true;
+  std::cerr << "error: " << flag << ": expected a duration like 5s, got '" << v << "'\n";
+  return false;
 }
 
 // --log-level of the long-running commands; false (after saying why) on a

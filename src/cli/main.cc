@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   AddServerCommand(app, exit_code);
   AddClientCommands(app, exit_code);
   AddAgentCommands(app, exit_code);
+  AddUpCommand(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -175,8 +175,15 @@ int ServeControlPlane(ServerFlags& f, server::Logger& log, Stopper& stopper,
 // serves as leader on the same address.
 int RunHighlyAvailable(ServerFlags& f, server::Logger& log, Stopper& stopper) {
   std::unique_ptr<store::Election> election;
-  server::FollowerFront front([&election] { return election ? election->leader() : ""; },
-                              f.opt.http);
+  std::string url, me;  // this server's URL once bound; what it advertises
+  // While this server is taking over, it is not the leader yet: "" (503,
+  // retry), never a redirect to itself.
+  server::FollowerFront front(
+      [&election, &me] {
+        const std::string leader = election ? election->leader() : "";
+        return leader == me ? "" : leader;
+      },
+      f.opt.http);
   if (!f.opt.tls_cert.empty()) {
     if (Status st = front.SetTls(f.opt.tls_cert, f.opt.tls_key); !st.ok()) {
       std::cerr << "error: " << st.message() << "\n";
@@ -189,10 +196,10 @@ int RunHighlyAvailable(ServerFlags& f, server::Logger& log, Stopper& stopper) {
     return kExitFailed;
   }
   f.opt.port = *port;  // the leader serves where the follower answered
-  const std::string url = std::string(f.opt.tls_cert.empty() ? "http://" : "https://") +
-                          f.opt.host + ":" + std::to_string(*port);
-  election =
-      std::make_unique<store::Election>(f.opt.etcd, f.advertise.empty() ? url : f.advertise, f.ttl);
+  url = std::string(f.opt.tls_cert.empty() ? "http://" : "https://") + f.opt.host + ":" +
+        std::to_string(*port);
+  me = f.advertise.empty() ? url : f.advertise;
+  election = std::make_unique<store::Election>(f.opt.etcd, me, f.ttl);
   if (Status st = front.Start(); !st.ok()) {
     std::cerr << "error: " << st.message() << "\n";
     return kExitFailed;

@@ -52,20 +52,7 @@ class ServerHaTest : public ::testing::Test {
     fs::remove_all(dir_);
   }
 
-  // The one server whose /readyz is 200, waiting up to `seconds`; -1 if none.
-  int Leader(int seconds = 20, int except = -1) {
-    for (auto end = Clock::now() + std::chrono::seconds(seconds); Clock::now() < end;) {
-      for (int i = 0; i < kServers; ++i) {
-        if (i == except) continue;
-        httplib::Client c(urls_[i]);
-        c.set_connection_timeout(0, 200000);
-        auto r = c.Get("/readyz");
-        if (r && r->status == 200) return i;
-      }
-      std::this_thread::sleep_for(20ms);
-    }
-    return -1;
-  }
+  int Leader(int seconds = 20, int except = -1) { return ReadyServer(urls_, seconds, except); }
 
   // POST a job to server `i` (following a follower's redirect); its id, or
   // -1 when it was not acknowledged.

@@ -238,6 +238,21 @@ std::unique_ptr<store::LocalEtcd> StartEtcd(const std::string& dir, int n, std::
   return std::move(e).value();
 }
 
+int ReadyServer(const std::vector<std::string>& urls, int seconds, int except) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    for (size_t i = 0; i < urls.size(); ++i) {
+      if (static_cast<int>(i) == except) continue;
+      httplib::Client c(urls[i]);
+      c.set_connection_timeout(0, 200000);
+      auto r = c.Get("/readyz");
+      if (r && r->status == 200) return static_cast<int>(i);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return -1;
+}
+
 std::set<int64_t> JobIds(const TestServer& s) {
   std::set<int64_t> ids;
   for (std::string cont;;) {

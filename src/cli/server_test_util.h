@@ -94,6 +94,10 @@ std::string SleepJob(const std::string& name);
 // Fails the test when etcd does not start.
 std::unique_ptr<store::LocalEtcd> StartEtcd(const std::string& dir, int n, std::string* endpoints);
 
+// The index in `urls` of the server whose /readyz is 200 (the --ha
+// leader), not `except`; -1 when none is within `seconds`.
+int ReadyServer(const std::vector<std::string>& urls, int seconds, int except = -1);
+
 // The ids of every job the server lists (all pages).
 std::set<int64_t> JobIds(const TestServer& s);
 

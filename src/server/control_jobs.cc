@@ -345,6 +345,15 @@ Status ControlPlane::ApplyReportLocked(JobRecord& job, const std::string& kind,
     return Status::Ok();
   }
   dirty_ = true;
+  // A final report carries the run's last progress: progress reports are
+  // kept in memory only, and the one before the end may have gone to a
+  // server that is no more (a failover), or been skipped (one a second).
+  if (kind != "checkpoint") {
+    const Json d = Json::parse(data, nullptr, false);
+    if (d.is_object() && d.contains("progress") && d["progress"].is_object()) {
+      job.progress = d["progress"].dump();
+    }
+  }
   // A rank that dies because its peers stopped for a preemption is not a
   // failure of the job: count it as that node having stopped.
   const bool stopping = job.state == JobState::kPreempting;

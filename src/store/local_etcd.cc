@@ -20,8 +20,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A port that was free a moment ago (the kernel's choice for port 0).
-int FreePort() {
+}  // namespace
+
+int FreeLoopbackPort() {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -35,6 +36,8 @@ int FreePort() {
   if (fd >= 0) close(fd);
   return port;
 }
+
+namespace {
 
 std::string Loopback(int port) { return "http://127.0.0.1:" + std::to_string(port); }
 
@@ -62,12 +65,28 @@ Result<std::unique_ptr<LocalEtcd>> LocalEtcd::Start(const std::string& dir, int 
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return Unavailable("etcd: cannot create " + dir + ": " + ec.message());
+  // The ports of a directory used before (its members' data names them);
+  // else fresh ones, kept for the next start.
+  const std::string ports = dir + "/ports";
+  std::ifstream known(ports);
+  for (int c = 0, p = 0; known >> c >> p;) {
+    e->client_ports_.push_back(c);
+    e->peer_ports_.push_back(p);
+  }
+  if (static_cast<int>(e->client_ports_.size()) != members) {
+    e->client_ports_.clear();
+    e->peer_ports_.clear();
+    std::ofstream out(ports, std::ios::trunc);
+    for (int i = 0; i < members; ++i) {
+      e->client_ports_.push_back(FreeLoopbackPort());
+      e->peer_ports_.push_back(FreeLoopbackPort());
+      out << e->client_ports_.back() << " " << e->peer_ports_.back() << "\n";
+    }
+  }
   for (int i = 0; i < members; ++i) {
-    e->client_ports_.push_back(FreePort());
-    e->peer_ports_.push_back(FreePort());
-    e->endpoints_.push_back(Loopback(e->client_ports_.back()));
+    e->endpoints_.push_back(Loopback(e->client_ports_[i]));
     e->initial_cluster_ +=
-        (i ? "," : "") + ("m" + std::to_string(i)) + "=" + Loopback(e->peer_ports_.back());
+        (i ? "," : "") + ("m" + std::to_string(i)) + "=" + Loopback(e->peer_ports_[i]);
   }
   e->pids_.assign(members, 0);
   for (int i = 0; i < members; ++i) UNIPOOL_RETURN_IF_ERROR(e->Spawn(i));

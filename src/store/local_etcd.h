@@ -1,7 +1,8 @@
 // LocalEtcd: etcd members started on this machine, on loopback, for
 // `unipool up --ha` and the tests (etcd from Debian's etcd-server package).
 // Each member keeps its data in DIR/mI and writes its log to DIR/mI.log;
-// ports are chosen free at start and kept across restarts of a member.
+// ports are chosen free at the first start and kept (DIR/ports) for
+// restarts of a member and later starts in the same directory.
 //
 // Thread safety: none; one owner.
 #pragma once
@@ -15,6 +16,9 @@
 #include "core/base/status.h"
 
 namespace unipool::store {
+
+// A loopback port that was free a moment ago (the kernel's pick for port 0).
+int FreeLoopbackPort();
 
 class LocalEtcd {
  public:
