@@ -206,8 +206,8 @@ class AgentE2eTest : public ::testing::Test {
     }
     agents_[node] = pid;
   }
-  void WaitNodesUp(int n) {
-    for (int i = 0; i < 100; ++i) {
+  void WaitNodesUp(int n, int seconds = 5) {
+    for (int i = 0; i < seconds * 20; ++i) {
       if (server_.Call("GET", "/v1/summary", "admin").json()["nodes"]["up"] == n) return;
       std::this_thread::sleep_for(50ms);
     }

@@ -63,7 +63,7 @@ class AgentHaE2eTest : public AgentE2eTest {
 
 TEST_F(AgentHaE2eTest, TenLeaderKillsNeverRestartOrDuplicateTheTrainer) {
   for (const char* n : {"n0", "n1", "n2", "n3"}) StartAgent(n, AllUrls());
-  WaitNodesUp(4);
+  WaitNodesUp(4, 30);  // (agents join through redirects, patiently)
   const int64_t id =
       SubmitTrainer("ha", 4, "--steps, '600', --checkpoint-every, '20', --step-time, '0.05'");
   CopyMonitor monitor(id, Ckpt(id));

@@ -209,8 +209,10 @@ int RunHighlyAvailable(ServerFlags& f, server::Logger& log, Stopper& stopper) {
   WriteAddress(f, url);
   log.Info("server", "following: campaigning for the leadership", {{"url", url}});
   const int64_t term = election->Campaign();
-  front.Stop();
   if (term == 0) return kExitOk;  // stopped
+  // The address passes to the leader's API without ever closing: clients
+  // that connect during the takeover wait in the backlog.
+  f.opt.listen_fd = front.StopAndRelease();
   log.Info("server", "elected leader", {{"term", term}, {"url", url}});
   f.opt.etcd.guard_key = election->key();
   f.opt.etcd.guard_term = term;

@@ -282,6 +282,8 @@ void ApiServer::Route(const char* method, const std::string& pattern, const char
 
 Result<int> ApiServer::Bind(const std::string& host, int port) { return http_->Bind(host, port); }
 
+Result<int> ApiServer::Adopt(int fd) { return http_->Adopt(fd); }
+
 void ApiServer::Serve() {
   if (Status st = http_->Start(); !st.ok()) {
     log_.Error("api", st.message());

@@ -54,6 +54,8 @@ class ApiServer {
   Status Init();
   // Binds; port 0 picks a free one. Returns the port.
   Result<int> Bind(const std::string& host, int port);
+  // Serves on a listening socket handed over (HttpServer::Adopt).
+  Result<int> Adopt(int fd);
   // Serves until Stop(). REQUIRES: Bind succeeded.
   void Serve();
   void Stop();

@@ -65,6 +65,8 @@ void FollowerFront::Stop() {
   if (http_) http_->Stop();
 }
 
+int FollowerFront::StopAndRelease() { return http_->StopAndRelease(); }
+
 void FollowerFront::Answer(const HttpRequest& req, HttpResponse& res) const {
   const std::string leader = leader_();
   if (req.path == "/healthz") {

@@ -33,6 +33,9 @@ class FollowerFront {
   Result<int> Bind(const std::string& host, int port);
   Status Start();
   void Stop();
+  // Stops answering and returns the listening socket (for the server that
+  // takes over on this address; connections wait in its backlog meanwhile).
+  int StopAndRelease();
 
  private:
   void Answer(const HttpRequest& req, HttpResponse& res) const;

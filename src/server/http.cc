@@ -197,6 +197,7 @@ struct HttpServer::Impl {
   Refused refused;
   std::string cert_pem, key_pem;
   int listen_fd = -1;
+  bool keep_listener = false;  // StopAndRelease: Stop leaves listen_fd open
   MHD_Daemon* daemon = nullptr;
   std::unique_ptr<WorkerPool> lanes[3];
   std::atomic<bool> stopping{false};
@@ -494,13 +495,33 @@ Result<int> HttpServer::Bind(const std::string& host, int port) {
     return Unavailable("cannot bind " + host + ":" + std::to_string(port) +
                        " (in use, or not an address of this machine)");
   }
+  return Adopt(fd);
+}
+
+Result<int> HttpServer::Adopt(int fd) {
   fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
   sockaddr_storage addr{};
   socklen_t len = sizeof addr;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    close(fd);
+    return InvalidArgument("not a listening socket");
+  }
+  if (impl_->listen_fd >= 0) close(impl_->listen_fd);
   impl_->listen_fd = fd;
   return addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
                                     : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+}
+
+int HttpServer::StopAndRelease() {
+  Impl& s = *impl_;
+  {
+    std::lock_guard lock(s.stop_mu);
+    s.keep_listener = true;
+  }
+  Stop();
+  const int fd = s.listen_fd;
+  s.listen_fd = -1;
+  return fd;
 }
 
 Status HttpServer::Start() {
@@ -560,9 +581,11 @@ void HttpServer::Stop() {
   MHD_stop_daemon(s.daemon);
   s.daemon = nullptr;
   // Quiesced, MHD gave the socket back: close it, so that the address is
-  // free at once (a follower's front hands it to the leader's API).
-  if (s.listen_fd >= 0) close(s.listen_fd);
-  s.listen_fd = -1;
+  // free at once, unless StopAndRelease hands it on.
+  if (s.listen_fd >= 0 && !s.keep_listener) {
+    close(s.listen_fd);
+    s.listen_fd = -1;
+  }
 }
 
 int HttpServer::connections() const {

@@ -118,6 +118,14 @@ class HttpServer {
   Status SetTls(const std::string& cert_pem, const std::string& key_pem);
   // Binds and listens (backlog 4096); port 0 picks a free one.
   Result<int> Bind(const std::string& host, int port);
+  // Serves on `fd`, a listening socket another HttpServer released (a
+  // follower handing its address to the leader it became: connections that
+  // arrive meanwhile wait in the socket's backlog). Returns its port.
+  // Takes ownership.
+  Result<int> Adopt(int fd);
+  // Stop(), keeping the listening socket open: returns it (the caller
+  // owns it), or -1.
+  int StopAndRelease();
   // Starts the event loops and workers; returns at once.
   Status Start();
   // Stops accepting, waits for handlers in flight, closes. Idempotent; a

@@ -64,7 +64,8 @@ Server::~Server() {
 }
 
 Result<int> Server::Bind() {
-  Result<int> port = api_->Bind(options_.host, options_.port);
+  Result<int> port = options_.listen_fd >= 0 ? api_->Adopt(options_.listen_fd)
+                                             : api_->Bind(options_.host, options_.port);
   if (port.ok()) port_ = *port;
   return port;
 }

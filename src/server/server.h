@@ -23,7 +23,8 @@ struct ServerOptions {
   bool init = false;  // create the store when the data directory has none
   std::string tokens_path;
   std::string host = "127.0.0.1";
-  int port = 8460;  // 0: any free port
+  int port = 8460;     // 0: any free port
+  int listen_fd = -1;  // a listening socket to serve on instead (--ha: the follower's)
   std::string tls_cert, tls_key;
   bool assume_nodes_up = false;
   Duration node_lease = Seconds(30);
