@@ -24,6 +24,13 @@
 // last heartbeat. Without that majority (it is the one cut off, or it
 // reaches no one) it fences at 2/3 of the lease as always.
 //
+// Servers: --server may list the servers of `unipool server --ha`; one
+// leads and the others redirect to it (307, followed). A call that gets no
+// answer moves the agent to the next server (ServerFailed), at once until
+// every one was tried, then at the loops' own pace; joining waits up to a
+// minute for a server to answer. Final reports are kept until a server
+// takes them (RetryReports).
+//
 // Progress: each process may append JSON lines to $UNIPOOL_REPORT_FILE:
 //   {"step": 120, "loss": 2.31, "throughput": 5400, "gradNorm": 0.8}
 //   {"checkpoint": {"step": 100, "path": "..."}}
