@@ -15,6 +15,38 @@ bool Contains(const std::string& s, const char* what) { return s.find(what) != s
 // Errors of an etcd member that another member may not have.
 bool TryAnother(const Status& s) { return s.code() == StatusCode::kUnavailable; }
 
+// An answer, or why there was none.
+struct Answer {
+  bool ok = false;
+  int status = 0;
+  std::string body;
+  httplib::Error error = httplib::Error::Success;
+};
+
+// POST with a JSON body. etcd's gateway sends its errors chunked with a
+// trailer, which Debian 12's cpp-httplib (0.11) cannot parse: the call
+// fails as a Read error (cpp-httplib issue 1486) after the status and the
+// whole body were read. Such an answer is taken as it is, so etcd's own
+// message ("database space exceeded", "compacted") reaches the caller.
+Answer Post(httplib::Client& c, const std::string& path, std::string body) {
+  httplib::Request req;
+  req.method = "POST";
+  req.path = path;
+  req.body = std::move(body);
+  req.headers.emplace("Content-Type", "application/json");
+  httplib::Response res;
+  Answer a;
+  a.ok = c.send(req, res, a.error);
+  if (!a.ok && a.error == httplib::Error::Read && res.status >= 400 &&
+      res.get_header_value("Trailer").size() > 0 && !res.body.empty() &&
+      nlohmann::json::accept(res.body)) {
+    a.ok = true;
+  }
+  a.status = res.status;
+  a.body = std::move(res.body);
+  return a;
+}
+
 }  // namespace
 
 EtcdClient::EtcdClient(EtcdOptions options)
@@ -59,13 +91,11 @@ int64_t EtcdClient::Int(const Json& j, const char* key) {
   return 0;
 }
 
-std::string EtcdClient::endpoint() const { return options_.endpoints[current_.load()]; }
-
-std::unique_ptr<httplib::Client> EtcdClient::Connect(size_t endpoint) const {
+std::unique_ptr<httplib::Client> EtcdClient::Connect(size_t endpoint,
+                                                     std::chrono::milliseconds t) const {
   auto c = std::make_unique<httplib::Client>(options_.endpoints[endpoint], options_.cert_file,
                                              options_.key_file);
   if (!options_.ca_file.empty()) c->set_ca_cert_path(options_.ca_file);
-  const auto t = options_.timeout;
   c->set_connection_timeout(std::chrono::duration_cast<std::chrono::seconds>(t).count(),
                             (t.count() % 1000) * 1000);
   c->set_read_timeout(t.count() / 1000, (t.count() % 1000) * 1000);
@@ -85,7 +115,7 @@ std::unique_ptr<httplib::Client> EtcdClient::Take(size_t endpoint) const {
       return c;
     }
   }
-  return Connect(endpoint);
+  return Connect(endpoint, options_.timeout);
 }
 
 void EtcdClient::Give(size_t endpoint, std::unique_ptr<httplib::Client> c) const {
@@ -127,14 +157,14 @@ Result<EtcdClient::Json> EtcdClient::Call(const std::string& method, const Json&
   for (size_t k = 0; k < n; ++k) {
     const size_t e = (first + k) % n;
     std::unique_ptr<httplib::Client> c = Take(e);
-    httplib::Result r = c->Post(("/v3/" + method).c_str(), body.dump(), "application/json");
+    Answer r = Post(*c, "/v3/" + method, body.dump());
     tried += (tried.empty() ? "" : ", ") + options_.endpoints[e];
-    if (!r) {
+    if (!r.ok) {
       last = Unavailable("cannot reach etcd at " + options_.endpoints[e] + " (" +
-                         httplib::to_string(r.error()) + ")");
+                         httplib::to_string(r.error) + ")");
       continue;
     }
-    Result<Json> j = Decode(r->status, r->body, e);
+    Result<Json> j = Decode(r.status, r.body, e);
     Give(e, std::move(c));
     if (!j.ok() && TryAnother(j.status())) {
       last = j.status();
@@ -147,65 +177,16 @@ Result<EtcdClient::Json> EtcdClient::Call(const std::string& method, const Json&
   return Status(last.code(), last.message() + " (tried " + tried + ")");
 }
 
-Status EtcdClient::Stream(const std::string& method, const Json& body,
-                          const std::function<bool(const Json&)>& on_message) {
-  const size_t e = current_.load();
-  std::unique_ptr<httplib::Client> c = Connect(e);
-  c->set_keep_alive(false);
-  {
-    std::lock_guard lock(mu_);
-    if (interrupted_) return Unavailable("interrupted");
-    streaming_.push_back(c.get());
+Result<EtcdClient::Json> EtcdClient::CallAt(size_t endpoint, const std::string& method,
+                                            const Json& body,
+                                            std::chrono::milliseconds timeout) const {
+  std::unique_ptr<httplib::Client> c = Connect(endpoint, timeout);
+  Answer r = Post(*c, "/v3/" + method, body.dump());
+  if (!r.ok) {
+    return Unavailable("cannot reach etcd at " + options_.endpoints[endpoint] + " (" +
+                       httplib::to_string(r.error) + ")");
   }
-  std::string buffer, error_body;
-  bool stopped = false;
-  httplib::Request req;
-  req.method = "POST";
-  req.path = "/v3/" + method;
-  req.body = body.dump();
-  req.set_header("Content-Type", "application/json");
-  req.content_receiver = [&](const char* data, size_t len, uint64_t, uint64_t) {
-    buffer.append(data, len);
-    for (size_t nl; (nl = buffer.find('\n')) != std::string::npos;) {
-      Json j = Json::parse(std::string_view(buffer).substr(0, nl), nullptr, false);
-      buffer.erase(0, nl + 1);
-      if (j.is_discarded()) continue;
-      if (j.contains("error")) {
-        error_body = j["error"].dump();
-        return false;
-      }
-      if (!on_message(j.value("result", j))) {
-        stopped = true;
-        return false;
-      }
-    }
-    return true;
-  };
-  httplib::Response res;
-  httplib::Error err = httplib::Error::Success;
-  const bool ok = c->send(req, res, err);
-  {
-    std::lock_guard lock(mu_);
-    streaming_.erase(std::find(streaming_.begin(), streaming_.end(), c.get()));
-  }
-  if (stopped) return Status::Ok();
-  if (!error_body.empty()) {
-    Result<Json> d = Decode(500, error_body, e);
-    return d.ok() ? Internal("etcd stream error") : d.status();
-  }
-  if (!ok || res.status != 200) {
-    // Next time, the next endpoint.
-    current_.compare_exchange_strong(const_cast<size_t&>(e), (e + 1) % options_.endpoints.size());
-    return Unavailable("the etcd stream from " + options_.endpoints[e] + " ended (" +
-                       (ok ? "HTTP " + std::to_string(res.status) : httplib::to_string(err)) + ")");
-  }
-  return Unavailable("the etcd stream from " + options_.endpoints[e] + " ended");
-}
-
-void EtcdClient::Interrupt() {
-  std::lock_guard lock(mu_);
-  interrupted_ = true;
-  for (httplib::Client* c : streaming_) c->stop();
+  return Decode(r.status, r.body, endpoint);
 }
 
 }  // namespace unipool::store

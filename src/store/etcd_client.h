@@ -1,11 +1,12 @@
 // EtcdClient: etcd's v3 API through its JSON gateway (POST /v3/...), over
 // the HTTP client the server already uses. Internal to store/: the etcd
-// backend (etcd_store.cc) and the leader election (election.h) use it.
+// backend (etcd_store.cc), the leader election (election.h) and LocalEtcd
+// use it.
 //
 // Why the gateway and not gRPC: Debian 12 packages cpp-httplib and
 // nlohmann-json, which unipool already builds with; its gRPC C++ packages
-// would add protobuf code generation to the build for the six calls used
-// here (range, txn, watch, lease grant/keep-alive/revoke). The gateway is
+// would add protobuf code generation to the build for the few calls used
+// here (range, txn, lease grant/keep-alive/revoke, status). The gateway is
 // part of every etcd server since 3.4 (docs/architecture.md).
 //
 // Endpoints: calls go to the endpoint that answered last; on a connection
@@ -19,7 +20,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -50,20 +50,12 @@ class EtcdClient {
   // request (its message, e.g. a compacted revision), kInternal for an
   // answer that is not JSON.
   Result<Json> Call(const std::string& method, const Json& body) const;
-
-  // POST /v3/<method> and reads the answer as a stream of JSON messages
-  // (etcd's watch and lease keep-alive): `on_message` runs for each until it
-  // returns false, the stream ends or Interrupt() is called. Errors as Call.
-  Status Stream(const std::string& method, const Json& body,
-                const std::function<bool(const Json&)>& on_message);
-  // Ends every Stream in progress (from another thread); later Streams
-  // return at once.
-  void Interrupt();
-
-  const EtcdOptions& options() const { return options_; }
-
-  // The endpoint of the last call that got an answer.
-  std::string endpoint() const;
+  // The same call to one endpoint only (maintenance acts per member), with
+  // its own timeout (a defragmentation takes seconds on a big database).
+  // REQUIRES: endpoint < endpoints().size().
+  Result<Json> CallAt(size_t endpoint, const std::string& method, const Json& body,
+                      std::chrono::milliseconds timeout) const;
+  const std::vector<std::string>& endpoints() const { return options_.endpoints; }
 
   static std::string Base64(std::string_view bytes);
   static Result<std::string> Unbase64(std::string_view text);
@@ -72,7 +64,8 @@ class EtcdClient {
   static int64_t Int(const Json& j, const char* key);
 
  private:
-  std::unique_ptr<httplib::Client> Connect(size_t endpoint) const;
+  std::unique_ptr<httplib::Client> Connect(size_t endpoint,
+                                           std::chrono::milliseconds timeout) const;
   std::unique_ptr<httplib::Client> Take(size_t endpoint) const;
   void Give(size_t endpoint, std::unique_ptr<httplib::Client> c) const;
   Result<Json> Decode(int status, const std::string& body, size_t endpoint) const;
@@ -81,8 +74,6 @@ class EtcdClient {
   mutable std::atomic<size_t> current_{0};
   mutable std::mutex mu_;
   mutable std::vector<std::vector<std::unique_ptr<httplib::Client>>> idle_;  // per endpoint
-  std::vector<httplib::Client*> streaming_;                                  // under mu_
-  bool interrupted_ = false;                                                 // under mu_
 };
 
 }  // namespace unipool::store

@@ -294,10 +294,9 @@ class EtcdStore final : public CachedStore {
     }
     const Json txn{{"compare", compare}, {"success", ops}, {"failure", failure}};
     Result<Json> r = client_.Call("kv/txn", txn);
-    if (!r.ok()) return Status(StatusCode::kUnavailable, r.status().message());
+    if (!r.ok()) return LandedAnyway(batch[end - 1].rev, r.status());
     if (!r->value("succeeded", false) && guard_term_ > 0 && !GuardHolds(*r)) {
       deposed_ = true;
-      ++fenced_;
       return Unavailable(kDeposed);
     }
     if (!r->value("succeeded", false)) {
@@ -313,6 +312,27 @@ class EtcdStore final : public CachedStore {
     }
     meta_mod_ = EtcdClient::Int(r->value("header", Json::object()), "revision");
     return Status::Ok();
+  }
+
+  // A flush whose answer was an error may have landed: etcd applies the
+  // transaction that fills its quota and answers NOSPACE, and an answer
+  // lost on the way back says nothing. #meta tells: ours at `rev`, the
+  // flush landed and counts as written (the next one meets the trouble
+  // itself); otherwise `why`, and the writes are undone.
+  Status LandedAnyway(int64_t rev, const Status& why) {
+    const Json req{{"key", EtcdClient::Base64(EtcdKey(kMeta))}};
+    Result<Json> r = client_.Call("kv/range", req);
+    if (r.ok()) {
+      for (const Json& kv : r->value("kvs", Json::array())) {
+        const Json meta = MetaIn(kv);
+        if (meta.is_object() && meta.value("writer", uint64_t{0}) == writer_ &&
+            meta.value("rev", int64_t{0}) == rev) {
+          meta_mod_ = EtcdClient::Int(kv, "mod_revision");
+          return Status::Ok();
+        }
+      }
+    }
+    return Status(StatusCode::kUnavailable, why.message());
   }
 
   // Whether the failure branch of a flush found the guard at our term.
@@ -331,12 +351,17 @@ class EtcdStore final : public CachedStore {
   static uint64_t MetaWriterIn(const Json& answer) {
     for (const Json& r : answer.value("responses", Json::array())) {
       for (const Json& kv : r.value("response_range", Json::object()).value("kvs", Json::array())) {
-        Result<std::string> v = EtcdClient::Unbase64(kv.value("value", ""));
-        const Json meta = v.ok() ? Json::parse(*v, nullptr, false) : Json();
+        const Json meta = MetaIn(kv);
         if (meta.is_object()) return meta.value("writer", uint64_t{0});
       }
     }
     return 0;
+  }
+
+  // The #meta object in an etcd key-value; not an object if it is not one.
+  static Json MetaIn(const Json& kv) {
+    Result<std::string> v = EtcdClient::Unbase64(kv.value("value", ""));
+    return v.ok() ? Json::parse(*v, nullptr, false) : Json();
   }
 
   // After a failed flush: once a second, reads the prefix again; when
@@ -369,7 +394,7 @@ class EtcdStore final : public CachedStore {
     }
   }
 
-  mutable EtcdClient client_;
+  EtcdClient client_;
   const std::string prefix_;
   const size_t max_ops_;
   const std::string guard_key_;
@@ -379,10 +404,9 @@ class EtcdStore final : public CachedStore {
   std::condition_variable wake_;
   std::vector<Pending> pending_;
   bool stop_ = false;
-  int64_t meta_mod_ = 0;            // the committer's (and Open's, before it starts)
-  bool conflict_ = false;           // the committer's: another writer took the prefix
-  bool deposed_ = false;            // the committer's: the guard moved on (another leader's term)
-  std::atomic<int64_t> fenced_{0};  // flushes the guard refused
+  int64_t meta_mod_ = 0;   // the committer's (and Open's, before it starts)
+  bool conflict_ = false;  // the committer's: another writer took the prefix
+  bool deposed_ = false;   // the committer's: the guard moved on (another leader's term)
   std::thread committer_;
 };
 

@@ -187,5 +187,43 @@ TEST(EtcdStoreTest, WritesResumeWhenEtcdComesBack) {
   std::filesystem::remove_all(dir);
 }
 
+// etcd past its quota (alarm NOSPACE): the store is read-only and says so
+// in one line, with what to do; nothing is lost, nothing crashes.
+TEST(EtcdStoreTest, OutOfSpaceIsReadOnlyWithTheCause) {
+  const std::string dir = TempDir("etcd-nospace");
+  auto etcd =
+      LocalEtcd::Start(dir, 1, "etcd", {"--quota-backend-bytes=" + std::to_string(4 << 20)});
+  ASSERT_TRUE(etcd.ok()) << etcd.status().message();
+  EtcdOptions o;
+  o.endpoints = (*etcd)->endpoints();
+  o.prefix = "/full";
+  auto s = MustOpen(o);
+  ASSERT_TRUE(s);
+  const std::string big(256 << 10, 'x');
+  Status failed;
+  int acknowledged = 0;
+  for (int i = 0; i < 100 && failed.ok(); ++i) {
+    Result<int64_t> r = s->Commit(Txn().Put("/big/" + std::to_string(i), big));
+    if (r.ok()) {
+      ++acknowledged;
+    } else {
+      failed = r.status();
+    }
+  }
+  ASSERT_FALSE(failed.ok()) << "a 4 MiB quota never filled";
+  EXPECT_EQ(failed.code(), StatusCode::kUnavailable);
+  EXPECT_NE(failed.message().find("out of space (alarm NOSPACE)"), std::string::npos)
+      << failed.message();
+  EXPECT_EQ(failed.message().find('\n'), std::string::npos) << "one line";
+  EXPECT_FALSE(s->Writable().ok());
+  s.reset();
+  auto again = MustOpen(o);  // what was acknowledged is there
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->Range("/big/").size(), static_cast<size_t>(acknowledged));
+  again.reset();
+  etcd->reset();
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace unipool::store

@@ -20,22 +20,6 @@ void KvCache::Load(std::vector<KeyValue> kvs, int64_t revision) {
   revision_ = durable_ = floor_ = revision;
 }
 
-void KvCache::Replay(const std::vector<Event>& events, int64_t revision) {
-  {
-    std::lock_guard lock(mu_);
-    for (const Event& e : events) {
-      if (e.type == Event::Type::kPut) {
-        kvs_[e.kv.key] = e.kv;
-      } else {
-        kvs_.erase(e.kv.key);
-      }
-      Record(e);
-    }
-    revision_ = durable_ = std::max(revision_, revision);
-  }
-  changed_.notify_all();
-}
-
 void KvCache::Reset(std::vector<KeyValue> kvs, int64_t revision) {
   {
     std::lock_guard lock(mu_);

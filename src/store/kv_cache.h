@@ -18,9 +18,6 @@ class KvCache {
 
   // Loads the state found on disk. REQUIRES: before any other call.
   void Load(std::vector<KeyValue> kvs, int64_t revision);
-  // Another writer's changes, durable already (an etcd watch): `events` in
-  // revision order, the store then at `revision`.
-  void Replay(const std::vector<Event>& events, int64_t revision);
   // Replaces every key with a fresh copy of the durable state at
   // `revision`; watchers from before it must list again, and failures()
   // grows so that users of the store rebuild what they derived from it.

@@ -56,10 +56,12 @@ std::string Tail(const std::string& path, size_t bytes) {
 }  // namespace
 
 Result<std::unique_ptr<LocalEtcd>> LocalEtcd::Start(const std::string& dir, int members,
-                                                    const std::string& binary) {
+                                                    const std::string& binary,
+                                                    std::vector<std::string> flags) {
   std::unique_ptr<LocalEtcd> e(new LocalEtcd());
   e->dir_ = dir;
   e->binary_ = binary;
+  e->flags_ = std::move(flags);
   e->token_ = "unipool-" + std::to_string(getpid()) + "-" +
               std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
   std::error_code ec;
@@ -97,7 +99,6 @@ Result<std::unique_ptr<LocalEtcd>> LocalEtcd::Start(const std::string& dir, int 
 LocalEtcd::~LocalEtcd() {
   for (pid_t p : pids_) {
     if (p <= 0) continue;
-    kill(p, SIGCONT);
     kill(p, SIGTERM);
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
@@ -132,6 +133,7 @@ Status LocalEtcd::Spawn(int i) {
                                    "--max-txn-ops=10000",
                                    "--logger=zap",
                                    "--log-outputs=stderr"};
+  args.insert(args.end(), flags_.begin(), flags_.end());
   const pid_t pid = fork();
   if (pid < 0) return Unavailable("etcd: fork failed");
   if (pid == 0) {
@@ -196,14 +198,6 @@ void LocalEtcd::Kill(int i) {
 Status LocalEtcd::Restart(int i) {
   if (pids_[i] > 0) return Status::Ok();
   return Spawn(i);
-}
-
-void LocalEtcd::Pause(int i) {
-  if (pids_[i] > 0) kill(pids_[i], SIGSTOP);
-}
-
-void LocalEtcd::Resume(int i) {
-  if (pids_[i] > 0) kill(pids_[i], SIGCONT);
 }
 
 }  // namespace unipool::store

@@ -25,18 +25,18 @@ class LocalEtcd {
   // Starts `members` members in `dir` (created) and waits until they have
   // elected a leader. Errors: no `etcd` binary (install etcd-server), a
   // member that exits or no leader within 30 s (the message quotes its log).
+  // `flags`: more of etcd's flags for every member (e.g. a small
+  // --quota-backend-bytes).
   static Result<std::unique_ptr<LocalEtcd>> Start(const std::string& dir, int members,
-                                                  const std::string& binary = "etcd");
+                                                  const std::string& binary = "etcd",
+                                                  std::vector<std::string> flags = {});
   ~LocalEtcd();  // stops every member (SIGTERM, then SIGKILL after 5 s)
 
   // "http://127.0.0.1:PORT" of each member, in member order.
   const std::vector<std::string>& endpoints() const { return endpoints_; }
-  int members() const { return static_cast<int>(pids_.size()); }
 
   void Kill(int member);       // SIGKILL; the member is down until Restart
   Status Restart(int member);  // starts a member that was killed again, with its data
-  void Pause(int member);      // SIGSTOP
-  void Resume(int member);     // SIGCONT
   // Waits (up to `seconds`) until the members up answer with a leader.
   Status WaitForLeader(int seconds) const;
 
@@ -45,6 +45,7 @@ class LocalEtcd {
   Status Spawn(int member);
 
   std::string dir_, binary_, token_, initial_cluster_;
+  std::vector<std::string> flags_;
   std::vector<int> client_ports_, peer_ports_;
   std::vector<std::string> endpoints_;
   std::vector<pid_t> pids_;  // 0: down

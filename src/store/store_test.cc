@@ -18,6 +18,7 @@ class StoreTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     dir_ = TempDir(GetParam());
+    if (GetParam() == "etcd") etcd_ = EtcdFor("p");  // kept when a test opens it again
     store_ = Open();
   }
   void TearDown() override {
@@ -27,7 +28,6 @@ class StoreTest : public ::testing::TestWithParam<std::string> {
   std::unique_ptr<Store> Open(size_t history = 100000) {
     if (GetParam() == "memory") return NewMemoryStore(history);
     if (GetParam() == "etcd") {
-      if (etcd_.prefix == "/unipool") etcd_ = EtcdFor("p");  // the same prefix when reopened
       auto s = OpenEtcdStore(etcd_, true, history);
       EXPECT_TRUE(s.ok()) << s.status().message();
       return s.ok() ? std::move(s).value() : NewMemoryStore();
