@@ -452,7 +452,6 @@ void Agent::StartRun(const Json& a) {
     log_.Warn("agent", "the job's limits are not all enforced here: " + not_enforced,
               {{"job", id}, {"node", options_.node}});
   }
-  run->memory_limit = limits.memory * tasks;
   for (ProcessSpec& p : procs) {
     p.cgroup_procs = cgroup;
     p.env.emplace_back("UNIPOOL_FENCE", contain_->RunTag(id, run->generation));
@@ -512,8 +511,7 @@ void Agent::Finish(int64_t job, LocalRun& run) {
   std::string why = bad ? bad->Describe() : "a process failed";
   if (run.oom_kills > 0) {
     why += "; the kernel's OOM killer killed " + std::to_string(run.oom_kills) +
-           " process(es) at the job's memory limit (" + std::to_string(run.memory_limit) +
-           " bytes on this node: raise resources.memory)";
+           " process(es) at the job's memory limit (raise spec.resources.memory, per task)";
   }
   const std::string hint = DiagnoseLog(run.run.LogTails(16384));
   if (!hint.empty()) why += "; likely " + hint;

@@ -33,7 +33,6 @@ struct Agent::LocalRun {
   int64_t last_step = -1;           // the highest step rank 0 reported
   int64_t advanced_ms = 0;          // when it last went up
   std::string hung_why;             // set: the agent killed it as hung
-  int64_t memory_limit = 0;         // bytes its cgroup may use (0: none)
   int64_t oom_kills = 0;            // processes the kernel killed at that limit
 };
 

@@ -69,13 +69,16 @@ TEST(LauncherTest, StopSendsSigtermThenKillsTheWholeGroup) {
   const std::string d = Dir();
   ProcessGroup r;
   // The shell ignores SIGTERM and has a child: both must go.
-  ASSERT_TRUE(r.Start({{{"sh", "-c", "trap '' TERM; sleep 30 & echo $! > " + d + "/child; wait"},
+  ASSERT_TRUE(r.Start({{{"sh", "-c",
+                         "trap '' TERM; sleep 30 & echo $! > " + d + "/child.new; mv " + d +
+                             "/child.new " + d + "/child; wait"},
                         {},
                         "",
                         d + "/c.log",
                         0}})
                   .ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  for (int i = 0; i < 500 && !std::filesystem::exists(d + "/child"); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   const pid_t child = std::stoi(Read(d + "/child"));
   r.Stop(/*grace_s=*/1);
   WaitAll(r);

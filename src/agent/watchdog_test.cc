@@ -34,7 +34,11 @@ class WatchdogTest : public ::testing::Test {
   // A tagged task whose child left the session; returns the child's pid.
   pid_t StartTask() {
     ProcessSpec p;
-    p.argv = {"sh", "-c", "setsid sleep 300 & echo $! > " + dir_ + "/pid; exec sleep 300"};
+    // Written then renamed: the shell's `>` creates the file empty before
+    // the pid is in it, and a test reading it then got no pid (a flake).
+    p.argv = {"sh", "-c",
+              "setsid sleep 300 & echo $! > " + dir_ + "/pid.new; mv " + dir_ + "/pid.new " + dir_ +
+                  "/pid; exec sleep 300"};
     p.log_path = dir_ + "/log";
     p.env = {{"UNIPOOL_FENCE", contain_.RunTag(1, 1)}};
     EXPECT_TRUE(group_.Start({p}).ok());

@@ -29,14 +29,15 @@ std::vector<std::string> HaServerArgs() {
 
 class AgentHaE2eTest : public AgentE2eTest {
  protected:
-  // A 10 s lease: agents fence after two thirds of it without a server,
-  // well after a takeover (about the leader's TTL, 2 s).
+  // A 15 s lease (6 leader TTLs is the least the server accepts without a
+  // warning): agents fence after two thirds of it without a server, well
+  // after a takeover (about the leader's TTL, 2 s, plus reading the state).
   AgentHaE2eTest()
-      : AgentE2eTest(HaServerArgs(), {}, {}, "testdata/clusters/local-4x2.yaml", "2", "10s") {}
+      : AgentE2eTest(HaServerArgs(), {}, {}, "testdata/clusters/local-4x2.yaml", "2", "15s") {}
 
   void SetUp() override {
     AgentE2eTest::SetUp();  // server_ starts first: it leads
-    std::vector<std::string> args = {"--node-lease", "10s", "--min-runtime", "0s"};
+    std::vector<std::string> args = {"--node-lease", "15s", "--min-runtime", "0s"};
     for (const std::string& a : HaServerArgs()) args.push_back(a);
     urls_ = {server_.url()};
     for (int i = 1; i < kServers; ++i) {

@@ -4,7 +4,12 @@
 //   1. submit `--submits` jobs from `--concurrency` connections: the
 //      sustained rate of durably acknowledged submissions and latencies;
 //   2. GET one job `--gets` times from `--get-concurrency` connections:
-//      read latencies while the heartbeats and the scheduler run.
+//      read latencies while the heartbeats and the scheduler run;
+//   3. `--hold` longer with the heartbeats alone (`--submits 0 --gets 0
+//      --hold 120s` measures what the server sustains in heartbeats).
+// Heartbeats go over `--heartbeat-connections` keep-alive connections,
+// many nodes on each, as a relay or a test harness would send them; their
+// latencies and how late they left against their schedule are reported.
 // Heartbeats use the given token, so it must be an admin's.
 //
 // With --hostile, attackers run beside the load the whole time: slow
@@ -46,6 +51,8 @@ struct ApiBenchFlags {
   int get_concurrency = 4;
   int heartbeat_nodes = 10000;
   std::string heartbeat_every = "5s";
+  int heartbeat_connections = 0;  // 0: one per 500 nodes, at most 8
+  std::string hold = "0s";
   int gpus = 8;
   std::string queue = "default";
   std::string output = "text";
@@ -126,11 +133,13 @@ std::string Check(const httplib::Result& r, int want) {
 }
 
 // Sends one heartbeat per node per period, spread evenly, until `stop`.
+// Latencies and lateness are counted from Steady() on.
 class Heartbeats {
  public:
-  Heartbeats(const ClientConfig& c, std::vector<std::string> nodes, Duration every)
+  Heartbeats(const ClientConfig& c, std::vector<std::string> nodes, Duration every, int threads)
       : nodes_(std::move(nodes)), every_(every) {
-    const int threads = std::max<int>(1, std::min<int>(8, nodes_.size() / 500 + 1));
+    if (threads <= 0) threads = std::max<int>(1, std::min<int>(8, nodes_.size() / 500 + 1));
+    late_now_ = std::vector<std::atomic<int64_t>>(threads);
     for (int t = 0; t < threads; ++t)
       pool_.emplace_back([this, &c, t, threads] { Run(c, t, threads); });
   }
@@ -140,8 +149,25 @@ class Heartbeats {
     for (auto& t : pool_)
       if (t.joinable()) t.join();
   }
-  int64_t sent() const { return sent_; }
-  int64_t failed() const { return failed_; }
+  // Every connection sends its beats less than a second after their time.
+  bool OnSchedule() const {
+    for (const auto& ms : late_now_)
+      if (ms.load() >= 1000) return false;
+    return true;
+  }
+  void Steady() { steady_ = true; }
+  // Read without a lock: call after Stop() only.
+  int64_t sent() const { return latency_.ms.size(); }
+  int64_t failed() const { return latency_.errors; }
+  int connections() const { return pool_.size(); }
+  // Call after Stop().
+  Json Summary(double seconds) {
+    Json out = latency_.Summary(seconds);
+    std::sort(late_ms_.begin(), late_ms_.end());
+    out["lateP99Ms"] = late_ms_.empty() ? 0.0 : late_ms_[size_t(0.99 * (late_ms_.size() - 1))];
+    out["lateMaxMs"] = late_ms_.empty() ? 0.0 : late_ms_.back();
+    return out;
+  }
 
  private:
   void Run(const ClientConfig& c, int t, int threads) {
@@ -149,20 +175,34 @@ class Heartbeats {
     const auto period = std::chrono::nanoseconds(every_.value());
     auto next = Clock::now();
     const auto gap = period / std::max<size_t>(1, (nodes_.size() + threads - 1) / threads);
+    std::vector<double> late;
     while (!stop_) {
       for (size_t i = t; i < nodes_.size() && !stop_; i += threads) {
         next += gap;
         std::this_thread::sleep_until(next);
+        const auto s = Clock::now();
+        const double late_ms = std::chrono::duration<double, std::milli>(s - next).count();
+        late_now_[t] = static_cast<int64_t>(late_ms);
         auto r = http->Post("/v1/nodes/" + nodes_[i] + "/heartbeat", "{\"health\":\"ok\"}",
                             "application/json");
-        (r && r->status == 200 ? sent_ : failed_)++;
+        if (!steady_) continue;
+        late.push_back(late_ms);
+        if (std::string err = Check(r, 200); err.empty()) {
+          latency_.Add(std::chrono::duration<double, std::milli>(Clock::now() - s).count());
+        } else {
+          latency_.Error(err);
+        }
       }
     }
+    std::lock_guard lock(latency_.mu);
+    late_ms_.insert(late_ms_.end(), late.begin(), late.end());
   }
   std::vector<std::string> nodes_;
   Duration every_;
-  std::atomic<bool> stop_{false};
-  std::atomic<int64_t> sent_{0}, failed_{0};
+  std::atomic<bool> stop_{false}, steady_{false};
+  std::vector<std::atomic<int64_t>> late_now_;  // per connection, ms
+  Latencies latency_;
+  std::vector<double> late_ms_;  // guarded by latency_.mu
   std::vector<std::thread> pool_;
 };
 
@@ -279,6 +319,11 @@ int RunApiBench(ApiBenchFlags& f) {
     std::cerr << "error: --heartbeat-every: expected a duration like 5s\n";
     return kExitBadInput;
   }
+  Duration hold;
+  if (!io::ParseDuration(f.hold, &hold) || hold.value() < 0) {
+    std::cerr << "error: --hold: expected a duration like 120s\n";
+    return kExitBadInput;
+  }
   Client client(f.config);
   Result<Json> nodes = client.Call("GET", "/v1/nodes");
   if (!nodes.ok()) {
@@ -292,10 +337,20 @@ int RunApiBench(ApiBenchFlags& f) {
   if (static_cast<int>(names.size()) < f.heartbeat_nodes) {
     std::cerr << "warning: the cluster has " << names.size() << " nodes; heartbeating all\n";
   }
-  Heartbeats beats(f.config, names, every);
-  std::this_thread::sleep_for(std::chrono::nanoseconds(every.value()));  // every node once
+  // Start-up: every node beats once (a node coming up is a durable write),
+  // then the load counts once every connection keeps its schedule.
+  const auto start = Clock::now();
+  Heartbeats beats(f.config, names, every, f.heartbeat_connections);
+  std::this_thread::sleep_for(std::chrono::nanoseconds(every.value()));
+  while (!beats.OnSchedule() && Clock::now() - start < std::chrono::minutes(5)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  const double startup_s = std::chrono::duration<double>(Clock::now() - start).count();
+  beats.Steady();
+  const auto beats0 = Clock::now();
   const double missed0 = CounterSum(client, "unipool_heartbeats_missed_total");
   const double lost0 = CounterSum(client, "unipool_node_failures_total");
+  const double cpu0 = CounterSum(client, "process_cpu_seconds_total");
   std::unique_ptr<Hostile> hostile;
   if (f.hostile) hostile = std::make_unique<Hostile>(f.config, f);
 
@@ -322,22 +377,36 @@ int RunApiBench(ApiBenchFlags& f) {
   const double get_s =
       RunLoad(f.config, f.gets, f.get_concurrency, get_lat,
               [&](httplib::Client& http, int) { return Check(http.Get(path), 200); });
+  std::this_thread::sleep_for(std::chrono::nanoseconds(hold.value()));
   if (hostile) hostile->Stop();
   beats.Stop();
+  const Json beat_summary =
+      beats.Summary(std::chrono::duration<double>(Clock::now() - beats0).count());
   const double missed = CounterSum(client, "unipool_heartbeats_missed_total") - missed0;
   const double lost = CounterSum(client, "unipool_node_failures_total") - lost0;
+  const double cpu = CounterSum(client, "process_cpu_seconds_total") - cpu0;
+  const double seconds = std::chrono::duration<double>(Clock::now() - beats0).count();
 
   Json out{{"server", f.config.server},
            {"hostile", f.hostile},
            {"missedHeartbeats", missed},
            {"missedLeases", lost},
+           {"serverCpuSeconds", cpu},
+           {"serverCpuShare", seconds > 0 ? cpu / seconds : 0.0},
            {"submit", submit_lat.Summary(submit_s)},
            {"get", get_lat.Summary(get_s)},
            {"heartbeats",
             {{"nodes", names.size()},
              {"every", f.heartbeat_every},
+             {"connections", beats.connections()},
+             {"startupSeconds", startup_s},
              {"sent", beats.sent()},
-             {"failed", beats.failed()}}}};
+             {"failed", beats.failed()},
+             {"p50Ms", beat_summary["p50Ms"]},
+             {"p99Ms", beat_summary["p99Ms"]},
+             {"maxMs", beat_summary["maxMs"]},
+             {"lateP99Ms", beat_summary["lateP99Ms"]},
+             {"lateMaxMs", beat_summary["lateMaxMs"]}}}};
   if (!submit_lat.first_error.empty()) out["submit"]["firstError"] = submit_lat.first_error;
   if (!get_lat.first_error.empty()) out["get"]["firstError"] = get_lat.first_error;
   if (f.output == "json") {
@@ -354,11 +423,17 @@ int RunApiBench(ApiBenchFlags& f) {
     };
     line("submit", out["submit"]);
     line("get", out["get"]);
+    const Json& b = out["heartbeats"];
     std::printf(
-        "heartbeats: %zu nodes every %s, %lld sent, %lld failed; server: %.0f missed, "
-        "%.0f leases expired\n",
-        names.size(), f.heartbeat_every.c_str(), static_cast<long long>(beats.sent()),
-        static_cast<long long>(beats.failed()), missed, lost);
+        "heartbeats: %zu nodes every %s on %d connections, on schedule after %.1f s; then %lld "
+        "sent, %lld failed, p50 %.2f ms p99 %.2f ms max %.2f ms, left late p99 %.2f ms max "
+        "%.2f ms; server: %.0f missed, %.0f leases expired\n",
+        names.size(), f.heartbeat_every.c_str(), beats.connections(), startup_s,
+        static_cast<long long>(beats.sent()), static_cast<long long>(beats.failed()),
+        b["p50Ms"].get<double>(), b["p99Ms"].get<double>(), b["maxMs"].get<double>(),
+        b["lateP99Ms"].get<double>(), b["lateMaxMs"].get<double>(), missed, lost);
+    std::printf("server CPU: %.1f s in %.1f s since on schedule (%.0f%% of one core)\n", cpu,
+                seconds, seconds > 0 ? 100 * cpu / seconds : 0.0);
     if (hostile) {
       std::printf("hostile: %d slow + %d idle connections, %lld pages of 1,000 jobs listed\n",
                   f.slow_connections, f.idle_connections, static_cast<long long>(hostile->lists()));
@@ -387,6 +462,11 @@ void AddBenchApiCommand(CLI::App& bench, int& exit_code) {
   cmd->add_option("--heartbeat-nodes", f->heartbeat_nodes, "nodes that heartbeat")
       ->capture_default_str();
   cmd->add_option("--heartbeat-every", f->heartbeat_every, "each node's heartbeat period")
+      ->capture_default_str();
+  cmd->add_option("--heartbeat-connections", f->heartbeat_connections,
+                  "connections the heartbeats share (0: one per 500 nodes, at most 8)")
+      ->capture_default_str();
+  cmd->add_option("--hold", f->hold, "after the GETs, heartbeats alone this long")
       ->capture_default_str();
   cmd->add_option("--gpus", f->gpus, "GPUs per submitted job")->capture_default_str();
   cmd->add_option("--queue", f->queue, "queue of the submitted jobs")->capture_default_str();

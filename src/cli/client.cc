@@ -74,6 +74,23 @@ server::ServerList ServersOf(const std::string& urls) {
   return l.ok() ? *l : server::ServerList({urls});  // (checked by ResolveClientConfig)
 }
 
+// One request to `url`, following a follower's 307 to the leader.
+httplib::Result Send(const std::string& url, const std::string& ca_cert, int timeout_s,
+                     const std::string& method, const std::string& path,
+                     const httplib::Headers& headers, const std::string& body,
+                     const std::string& content_type) {
+  httplib::Client http(url);
+  if (!ca_cert.empty()) http.set_ca_cert_path(ca_cert.c_str());
+  http.set_connection_timeout(5, 0);
+  http.set_tcp_nodelay(true);
+  http.set_read_timeout(timeout_s, 0);
+  http.set_follow_location(true);
+  return method == "GET"      ? http.Get(path, headers)
+         : method == "DELETE" ? http.Delete(path, headers)
+         : method == "PUT"    ? http.Put(path, headers, body, content_type)
+                              : http.Post(path, headers, body, content_type);
+}
+
 }  // namespace
 
 Client::Client(ClientConfig config)
@@ -84,37 +101,29 @@ Result<Json> Client::Call(const std::string& method, const std::string& path,
                           std::map<std::string, std::string>* headers_out) const {
   httplib::Headers headers;
   if (!config_.token.empty()) headers.emplace("Authorization", "Bearer " + config_.token);
-  httplib::Result res{nullptr, httplib::Error::Unknown};
   // Each server once per round; after a round without an answer, a
   // jittered backoff, for up to 15 s with several servers (a failover
   // takes the leader's TTL and a second or two). A 503 with Retry-After
   // (no leader elected yet) counts as no answer.
+  const auto answered = [](const httplib::Result& r) {
+    return r && !(r->status == 503 && r->has_header("Retry-After"));
+  };
   const uint64_t seed = static_cast<uint64_t>(getpid()) * 2654435761u;
   const auto give_up = std::chrono::steady_clock::now() +
                        std::chrono::seconds(servers_.size() > 1 ? std::min(timeout_s, 15) : 0);
+  httplib::Result res{nullptr, httplib::Error::Unknown};
   std::string tried;
   for (int round = 1;; ++round) {
-    for (size_t k = 0; k < servers_.size(); ++k) {
+    for (size_t k = 0; k < servers_.size() && !answered(res); ++k) {
       const std::string url = servers_.current();
-      httplib::Client http(url);
-      if (!config_.ca_cert.empty()) http.set_ca_cert_path(config_.ca_cert.c_str());
-      http.set_connection_timeout(5, 0);
-      http.set_tcp_nodelay(true);
-      http.set_read_timeout(timeout_s, 0);
-      http.set_follow_location(true);  // a follower's 307 to the leader
-      res = method == "GET"      ? http.Get(path, headers)
-            : method == "DELETE" ? http.Delete(path, headers)
-            : method == "PUT"    ? http.Put(path, headers, body, content_type)
-                                 : http.Post(path, headers, body, content_type);
-      const bool wait = res && res->status == 503 && res->has_header("Retry-After");
-      if (res && !wait) break;
+      res = Send(url, config_.ca_cert, timeout_s, method, path, headers, body, content_type);
+      if (answered(res)) break;
       tried =
           res ? "HTTP 503 from " + url
               : "cannot reach the server at " + url + " (" + httplib::to_string(res.error()) + ")";
       servers_.Failed(url);
     }
-    const bool answered = res && !(res->status == 503 && res->has_header("Retry-After"));
-    if (answered || std::chrono::steady_clock::now() >= give_up) break;
+    if (answered(res) || std::chrono::steady_clock::now() >= give_up) break;
     std::this_thread::sleep_for(server::ServerList::Backoff(round, seed));
   }
   if (!res) {

@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "io/cluster_reader.h"
 #include "io/table.h"
+#include "io/text.h"
 #include "io/yaml_fields.h"
 #include "server/records.h"
 
@@ -191,25 +192,11 @@ std::optional<Kind> KindOf(const std::string& what) {
 
 struct GetFlags {
   Common c;
-  std::string what, name, state, queue, partition;
+  std::string what, name, state, queue, partition, since;
   std::vector<std::string> labels;
   int limit = 100;
   bool watch = false;
 };
-
-std::string UrlEncode(const std::string& s) {
-  std::string out;
-  for (unsigned char ch : s) {
-    if (std::isalnum(ch) || ch == '-' || ch == '_' || ch == '.' || ch == '~') {
-      out += static_cast<char>(ch);
-    } else {
-      char buf[4];
-      std::snprintf(buf, sizeof buf, "%%%02X", ch);
-      out += buf;
-    }
-  }
-  return out;
-}
 
 int RunWatch(const Client& client, const Kind& kind, const GetFlags& f, int64_t revision) {
   const bool wide = f.c.output == "wide";
@@ -248,17 +235,18 @@ int RunGet(GetFlags& f) {
   return WithClient(f.c, [&](const Client& client) {
     std::string path = kind->path;
     if (!f.name.empty()) {
-      path += "/" + UrlEncode(f.name);
+      path += "/" + io::UrlEncode(f.name);
     } else if (std::string(kind->watch) == "nodes") {
       std::string q;
-      if (!f.state.empty()) q += "&state=" + UrlEncode(f.state);
-      if (!f.partition.empty()) q += "&partition=" + UrlEncode(f.partition);
+      if (!f.state.empty()) q += "&state=" + io::UrlEncode(f.state);
+      if (!f.partition.empty()) q += "&partition=" + io::UrlEncode(f.partition);
       if (!q.empty()) path += "?" + q.substr(1);
     } else if (std::string(kind->watch) == "jobs") {
       path += "?limit=" + std::to_string(f.limit);
-      if (!f.state.empty()) path += "&state=" + UrlEncode(f.state);
-      if (!f.queue.empty()) path += "&queue=" + UrlEncode(f.queue);
-      for (const std::string& l : f.labels) path += "&label=" + UrlEncode(l);
+      if (!f.state.empty()) path += "&state=" + io::UrlEncode(f.state);
+      if (!f.queue.empty()) path += "&queue=" + io::UrlEncode(f.queue);
+      if (!f.since.empty()) path += "&since=" + io::UrlEncode(f.since);
+      for (const std::string& l : f.labels) path += "&label=" + io::UrlEncode(l);
     }
     Result<Json> r = client.Call("GET", path);
     if (!r.ok()) return Fail(r.status());
@@ -344,9 +332,9 @@ void Field(const std::string& key, const std::string& value) {
 }
 
 int DescribeJob(const Client& client, const DescribeFlags& f) {
-  Result<Json> r = client.Call("GET", "/v1/jobs/" + UrlEncode(f.name));
+  Result<Json> r = client.Call("GET", "/v1/jobs/" + io::UrlEncode(f.name));
   if (!r.ok()) return Fail(r.status());
-  Result<Json> ev = client.Call("GET", "/v1/jobs/" + UrlEncode(f.name) + "/events");
+  Result<Json> ev = client.Call("GET", "/v1/jobs/" + io::UrlEncode(f.name) + "/events");
   if (!ev.ok()) return Fail(ev.status());
   if (!f.c.output.empty() && f.c.output != "wide") {
     (*r)["eventList"] = (*ev)["items"];
@@ -411,7 +399,7 @@ int DescribeJob(const Client& client, const DescribeFlags& f) {
 }
 
 int DescribeNode(const Client& client, const DescribeFlags& f) {
-  Result<Json> r = client.Call("GET", "/v1/nodes/" + UrlEncode(f.name));
+  Result<Json> r = client.Call("GET", "/v1/nodes/" + io::UrlEncode(f.name));
   if (!r.ok()) return Fail(r.status());
   if (!f.c.output.empty() && f.c.output != "wide") {
     Print(*r, f.c.output);
@@ -449,7 +437,7 @@ int RunCancel(ActionFlags& f) {
   return WithClient(f.c, [&](const Client& client) {
     int code = kExitOk;
     for (const std::string& id : f.names) {
-      Result<Json> r = client.Call("DELETE", "/v1/jobs/" + UrlEncode(id));
+      Result<Json> r = client.Call("DELETE", "/v1/jobs/" + io::UrlEncode(id));
       if (!r.ok()) {
         code = Fail(r.status());
         continue;
@@ -465,7 +453,7 @@ int RunNodeAction(ActionFlags& f, const std::string& action) {
     int code = kExitOk;
     const std::string body = f.reason.empty() ? "" : Json{{"reason", f.reason}}.dump();
     for (const std::string& node : f.names) {
-      Result<Json> r = client.Call("POST", "/v1/nodes/" + UrlEncode(node) + "/" + action, body);
+      Result<Json> r = client.Call("POST", "/v1/nodes/" + io::UrlEncode(node) + "/" + action, body);
       if (!r.ok()) {
         code = Fail(r.status());
         continue;
@@ -487,7 +475,7 @@ int RunQueueSet(QueueFlags& f) {
   return WithClient(f.c, [&](const Client& client) {
     // Start from the queue as it is, so that unset flags keep their values.
     Json body = Json::object();
-    Result<Json> cur = client.Call("GET", "/v1/queues/" + UrlEncode(f.name));
+    Result<Json> cur = client.Call("GET", "/v1/queues/" + io::UrlEncode(f.name));
     if (cur.ok()) {
       for (const char* k : {"parent", "guarantee", "limit", "weight", "policy", "graceSeconds"}) {
         body[k] = (*cur)[k];
@@ -508,7 +496,7 @@ int RunQueueSet(QueueFlags& f) {
       }
       body["graceSeconds"] = d.value() / 1000000000;
     }
-    Result<Json> r = client.Call("PUT", "/v1/queues/" + UrlEncode(f.name), body.dump());
+    Result<Json> r = client.Call("PUT", "/v1/queues/" + io::UrlEncode(f.name), body.dump());
     if (!r.ok()) return Fail(r.status());
     if (!f.c.output.empty() && f.c.output != "wide") {
       Print(*r, f.c.output);
@@ -560,6 +548,9 @@ void AddClientCommands(CLI::App& app, int& exit_code) {
   cmd->add_option("--partition", get->partition, "nodes of this partition only");
   cmd->add_option("--queue", get->queue, "jobs of this queue only");
   cmd->add_option("-l,--selector", get->labels, "jobs with this label (key=value), repeatable");
+  cmd->add_option("--since", get->since,
+                  "jobs running, pending or ended since then: a duration before now (7d, 12h) "
+                  "or a time (2026-12-01T00:00:00.000Z); ended jobs come from the history too");
   cmd->add_option("--limit", get->limit, "at most this many jobs, newest first")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();

@@ -304,7 +304,8 @@ TEST_F(ServerApiTest, PrometheusScrapesMetrics) {
         "unipool_api_requests_total{route=\"/v1/jobs\",method=\"POST\",code=\"201\"}",
         "unipool_api_request_seconds_bucket", "unipool_largest_free_block_gpus{tier=\"nvlink\"} 8",
         "unipool_preemptions_total", "unipool_node_failures_total",
-        "unipool_heartbeats_missed_total"}) {
+        "unipool_heartbeats_missed_total", "process_cpu_seconds_total ",
+        "process_resident_memory_bytes ", "process_open_fds "}) {
     EXPECT_NE(m.body.find(name), std::string::npos) << name;
   }
   const std::string dir = server_->dir();

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -34,6 +35,9 @@ struct ServerFlags {
   std::string advertise;
   std::string leader_ttl = "3s";
   std::chrono::seconds ttl{3};
+  std::string etcd_maintenance = "5m";
+  std::string history;  // "": DATA/history.db (none with --store memory)
+  std::string history_retention = "1h";
 };
 
 Status ParseListen(const std::string& listen, server::ServerOptions* opt) {
@@ -83,6 +87,30 @@ int ParseServerFlags(ServerFlags& f, server::Logger& log) {
     std::cerr << "error: --ha needs --store etcd (the servers share etcd and elect a leader)\n";
     return kExitBadInput;
   }
+  if (!io::ParseDuration(f.history_retention, &f.opt.history_retention) ||
+      f.opt.history_retention.value() < 0) {
+    std::cerr << "error: --history-retention: expected a duration like 1h or 7d (0s: jobs stay "
+                 "in the store), got '"
+              << f.history_retention << "'\n";
+    return kExitBadInput;
+  }
+  if (!f.history.empty()) {
+    f.opt.history_path = f.history;
+  } else if (f.store != "memory" && f.opt.history_retention.value() > 0) {
+    std::error_code ec;  // (SQLite's store makes its own directory, with --init)
+    if (f.store == "etcd") std::filesystem::create_directories(f.opt.data_dir, ec);
+    if (ec) {
+      std::cerr << "error: --data " << f.opt.data_dir << ": " << ec.message() << "\n";
+      return kExitBadInput;
+    }
+    f.opt.history_path = f.opt.data_dir + "/history.db";
+  }
+  if (!io::ParseDuration(f.etcd_maintenance, &f.opt.etcd_maintenance) ||
+      f.opt.etcd_maintenance.value() < 0) {
+    std::cerr << "error: --etcd-maintenance: expected a duration like 5m (0s: off), got '"
+              << f.etcd_maintenance << "'\n";
+    return kExitBadInput;
+  }
   Duration ttl;
   if (!io::ParseDuration(f.leader_ttl, &ttl) || ttl < Seconds(2) || ttl.value() % 1000000000) {
     std::cerr << "error: --leader-ttl: expected whole seconds, at least 2s, got '" << f.leader_ttl
@@ -90,6 +118,17 @@ int ParseServerFlags(ServerFlags& f, server::Logger& log) {
     return kExitBadInput;
   }
   f.ttl = std::chrono::seconds(ttl.value() / 1000000000);
+  // Agents fence 2/3 of a lease after their last acknowledged heartbeat; a
+  // failover takes the leader's TTL plus the takeover (seconds more under
+  // load). Below 6 TTLs the margin is a loaded machine's hiccup.
+  if (f.ha && lease < ttl * 6) {
+    std::cerr << "warning: --node-lease " << f.node_lease << " leaves agents "
+              << ToSeconds(lease * 2 / 3)
+              << " s without a leader before they fence every task; a failover takes "
+                 "--leader-ttl "
+              << f.leader_ttl << " and the takeover: give a node lease of at least "
+              << ToSeconds(ttl * 6) << "s\n";
+  }
   if (Status st = ParseListen(f.listen, &f.opt); !st.ok()) {
     std::cerr << "error: " << st.message() << "\n";
     return kExitBadInput;
@@ -266,6 +305,13 @@ void AddServerCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--tokens", f->opt.tokens_path,
                   "token file (see 'unipool token create'); re-read when it changes")
       ->required();
+  cmd->add_option("--history", f->history,
+                  "SQLite file of the jobs that left the store (default: DATA/history.db; "
+                  "none with --store memory)");
+  cmd->add_option("--history-retention", f->history_retention,
+                  "an ended job moves from the store to the history this long after it ended "
+                  "(0s: never)")
+      ->capture_default_str();
   cmd->add_option("--data", f->opt.data_dir, "data directory of the embedded SQLite store")
       ->capture_default_str();
   cmd->add_flag("--init", f->opt.init,
@@ -302,6 +348,10 @@ void AddServerCommand(CLI::App& app, int& exit_code) {
                   "etcd's --max-txn-ops: the most operations the server puts in one etcd "
                   "transaction")
       ->check(CLI::Range(int64_t{2}, int64_t{1} << 20))
+      ->capture_default_str();
+  cmd->add_option("--etcd-maintenance", f->etcd_maintenance,
+                  "--store etcd: the leader compacts etcd's history to what it was this long "
+                  "ago, and defragments a member that is mostly free space, this often (0s: off)")
       ->capture_default_str();
   cmd->add_option("--listen", f->listen, "HOST:PORT to serve on (port 0: any free port)")
       ->capture_default_str();

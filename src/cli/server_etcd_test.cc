@@ -20,11 +20,16 @@ class ServerEtcdTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = (fs::temp_directory_path() / ("unipool-etcd-e2e-" + std::to_string(getpid()))).string();
-    std::string endpoints;
-    etcd_ = StartEtcd(dir_, 3, &endpoints);
+    etcd_ = StartEtcd(dir_, 3, &endpoints_);
     ASSERT_TRUE(etcd_);
-    server_ = std::make_unique<TestServer>(TestServer::Options{
-        .extra_args = {"--store", "etcd", "--etcd-endpoints", endpoints, "--etcd-prefix", "/e2e"}});
+    StartServer({});
+  }
+  void StartServer(std::vector<std::string> more) {
+    std::vector<std::string> args = {"--store",  "etcd",          "--etcd-endpoints",
+                                     endpoints_, "--etcd-prefix", "/e2e"};
+    args.insert(args.end(), more.begin(), more.end());
+    server_.reset();
+    server_ = std::make_unique<TestServer>(TestServer::Options{.extra_args = args});
     server_->Start();
   }
   void TearDown() override {
@@ -38,7 +43,7 @@ class ServerEtcdTest : public ::testing::Test {
     return r.status == 201 ? r.json()["id"].get<int64_t>() : -1;
   }
 
-  std::string dir_;
+  std::string dir_, endpoints_;
   std::unique_ptr<store::LocalEtcd> etcd_;
   std::unique_ptr<TestServer> server_;
 };
@@ -61,6 +66,31 @@ TEST_F(ServerEtcdTest, OneEtcdMemberDownInterruptsNothing) {
   EXPECT_EQ(server_->Call("GET", "/readyz", "").status, 200);
   EXPECT_EQ(JobIds(*server_), acknowledged);
   ASSERT_TRUE(etcd_->Restart(0).ok());
+}
+
+// The leader keeps etcd small by itself: rounds of compaction (and of
+// defragmentation when a member's file is mostly free), with each member's
+// size in /metrics.
+TEST_F(ServerEtcdTest, TheLeaderCompactsEtcdOnASchedule) {
+  StartServer({"--etcd-maintenance", "1s"});
+  for (int i = 0; i < 5; ++i) Submit("m" + std::to_string(i));
+  std::string metrics;
+  for (int i = 0; i < 300; ++i) {
+    metrics = server_->Call("GET", "/metrics", "admin").body;
+    if (metrics.find("unipool_etcd_compactions_total 0") == std::string::npos &&
+        metrics.find("unipool_etcd_compactions_total") != std::string::npos) {
+      break;
+    }
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_EQ(metrics.find("unipool_etcd_compactions_total 0"), std::string::npos) << metrics;
+  for (const std::string& e : {etcd_->endpoints()[0], etcd_->endpoints()[2]}) {
+    EXPECT_NE(metrics.find("unipool_etcd_db_size_bytes{endpoint=\"" + e + "\"}"), std::string::npos)
+        << metrics;
+  }
+  EXPECT_NE(metrics.find("unipool_etcd_db_size_in_use_bytes{"), std::string::npos);
+  EXPECT_EQ(metrics.find("unipool_etcd_maintenance_failures_total 1"), std::string::npos)
+      << metrics;
 }
 
 TEST_F(ServerEtcdTest, LostQuorumIsReadOnlyWithTheCauseAndResumesByItself) {

@@ -195,6 +195,36 @@ TEST(ServerTest, RestartRebuildsState) {
   EXPECT_EQ(Submit(s, "tenant-a", JobYaml("c", "team-a", 8)), b + 1);  // ids go on
 }
 
+// Each run's MASTER_PORT is kept in its record: a restarted (or new
+// leader's) server gives the same, and jobs whose rank 0 share a node never
+// share a port.
+TEST(ServerTest, RendezvousPortsAreKeptAndNotSharedOnANode) {
+  TestServer s;
+  s.Start();
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 8; ++i) ids.push_back(Submit(s, "admin", JobYaml("one", "default", 1)));
+  auto ports = [&] {
+    std::map<int64_t, int> out;  // job -> port
+    for (const std::string node : {"dev-0", "dev-1", "dev-2", "dev-3"}) {
+      Json a = s.Call("GET", "/v1/nodes/" + node + "/assignments", "admin").json();
+      std::set<int> on_node;
+      for (const Json& item : a["items"]) {
+        const int port = item["world"]["masterPort"];
+        EXPECT_TRUE(port >= 20000 && port <= 32767) << port;
+        EXPECT_TRUE(on_node.insert(port).second) << "port " << port << " twice on " << node;
+        out[item["id"].get<int64_t>()] = port;
+      }
+    }
+    return out;
+  };
+  for (int64_t id : ids) WaitForState(s, id, "Running");
+  const std::map<int64_t, int> before = ports();
+  EXPECT_EQ(before.size(), ids.size());
+  s.Stop();
+  s.Start();
+  EXPECT_EQ(ports(), before);
+}
+
 TEST(ServerTest, WatchSeesChanges) {
   TestServer s;
   s.Start();

@@ -40,7 +40,7 @@ struct UpFlags {
   std::string data = "unipool-up";
   int port = 8460;
   std::string run;
-  std::string lease = "10s";
+  std::string lease;  // "": 10s, or with --ha 30s (a failover must not fence the jobs)
   std::string min_runtime = "5m";
   bool ha = false;
 };
@@ -226,6 +226,7 @@ int RunUpSingle(const UpFlags& f, const std::string& data, const std::string& ad
   so.cluster_path = data + "/cluster.yaml";
   so.tokens_path = data + "/tokens.yaml";
   so.data_dir = data + "/store";
+  so.history_path = data + "/store/history.db";
   so.init = true;  // up makes its own data directory: the first start creates the store
   so.port = f.port;
   so.node_lease = lease;
@@ -303,6 +304,8 @@ class LocalHaControlPlane {
                                      endpoints_,
                                      "--etcd-max-txn-ops",
                                      "10000",
+                                     "--history",  // one file: only the leader writes
+                                     data_ + "/servers/history.db",
                                      "--ha",
                                      "--init",
                                      "--listen",
@@ -376,6 +379,7 @@ int RunUpHa(const UpFlags& f, const std::string& data, const std::string& admin)
 int RunUp(UpFlags& f) {
   BlockStopSignals();  // before the server starts its threads
   Duration lease, min_runtime;
+  if (f.lease.empty()) f.lease = f.ha ? "30s" : "10s";
   if (!ParsePositiveDuration("--lease", f.lease, &lease) ||
       !io::ParseDuration(f.min_runtime, &min_runtime)) {
     return kExitBadInput;
@@ -412,8 +416,9 @@ void AddUpCommand(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--port", u->port, "server port (0: any free one)")->capture_default_str();
   cmd->add_option("--run", u->run, "submit this job, show its progress, stop when it ends");
-  cmd->add_option("--lease", u->lease, "node lease: how fast a lost agent is noticed")
-      ->capture_default_str();
+  cmd->add_option("--lease", u->lease,
+                  "node lease: how fast a lost agent is noticed (default 10s; with --ha 30s, "
+                  "which outlasts a leader failover)");
   cmd->add_option("--min-runtime", u->min_runtime, "before a job may be preempted")
       ->capture_default_str();
   cmd->add_flag("--ha", u->ha,

@@ -1,6 +1,7 @@
 #include "io/text.h"
 
 #include <algorithm>
+#include <cctype>
 
 namespace unipool::io {
 
@@ -100,5 +101,20 @@ bool IsLabelKey(std::string_view s) {
 }
 
 bool IsLabelValue(std::string_view s) { return s.empty() || IsWord(s, true); }
+
+std::string UrlEncode(std::string_view s) {
+  static const char* kHex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char ch : s) {
+    if (std::isalnum(ch) || ch == '-' || ch == '_' || ch == '.' || ch == '~') {
+      out += static_cast<char>(ch);
+    } else {
+      out += '%';
+      out += kHex[ch >> 4];
+      out += kHex[ch & 15];
+    }
+  }
+  return out;
+}
 
 }  // namespace unipool::io

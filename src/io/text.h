@@ -31,6 +31,10 @@ bool IsQueueName(std::string_view s);
 bool IsLabelKey(std::string_view s);
 bool IsLabelValue(std::string_view s);
 
+// `s` percent-encoded for a URL's path segment or query value (RFC 3986:
+// all but letters, digits and -_.~).
+std::string UrlEncode(std::string_view s);
+
 // What the rules above say, for error messages.
 extern const char* const kQueueNameRule;
 extern const char* const kLabelKeyRule;

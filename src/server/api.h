@@ -98,6 +98,11 @@ class ApiServer {
   void NodeAction(Call& c);
   void JoinNode(Call& c);
   void Heartbeat(Call& c);
+  // A heartbeat on the event loop (ControlPlane::RenewLease): true when
+  // answered (renewed, or refused as bad); false: run Heartbeat on a worker.
+  bool HeartbeatNow(Call& c);
+  bool ReadHeartbeat(Call& c, ControlPlane::HeartbeatInfo* info);
+  void ReplyHeartbeat(Call& c);
   void Assignments(Call& c);
   void JobLogs(Call& c);
   Json AssignmentJson(const JobRecord& j);

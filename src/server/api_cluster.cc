@@ -12,6 +12,7 @@ void ApiServer::Metrics_(Call& c) {
   if (!c.Allow({Role::kAdmin, Role::kReadOnly}) || !c.Query({})) return;
   control_.UpdateGauges();
   metrics_.Set("unipool_api_connections", {}, http_->connections());
+  UpdateProcessMetrics(metrics_);
   c.res.set_content(metrics_.Render(), "text/plain; version=0.0.4; charset=utf-8");
 }
 

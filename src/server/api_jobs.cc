@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include "io/job_policy.h"
+#include "io/yaml_fields.h"
 #include "server/api_call.h"
 #include "server/records.h"
 
@@ -54,10 +55,26 @@ void ApiServer::SubmitJob(Call& c) {
 
 void ApiServer::ListJobs(Call& c) {
   if (!c.Allow({Role::kAdmin, Role::kReadOnly, Role::kTenant}) ||
-      !c.Query({"state", "queue", "label", "limit", "continue"})) {
+      !c.Query({"state", "queue", "label", "limit", "continue", "since"})) {
     return;
   }
   JobFilter f;
+  if (c.req.has_param("since")) {
+    // An RFC 3339 time, or a duration before now (like sacct -S).
+    const std::string since = c.req.get_param_value("since");
+    Duration ago;
+    Result<Time> at = ParseTime(since);
+    if (at.ok()) {
+      f.since = *at;
+    } else if (io::ParseDuration(since, &ago)) {
+      f.since = control_.Now() - ago;
+    } else {
+      c.Bad("since: expected a time like 2026-12-01T00:00:00.000Z or a duration like 7d, got '" +
+            since.substr(0, 80) + "'");
+      return;
+    }
+    if (f.since.value() <= 0) f.since = Time(1);
+  }
   int64_t limit = 0, before = 0;
   if (!c.Int("limit", 1, kMaxPage, 100, &limit) ||
       !c.Int("continue", 1, int64_t{1} << 62, 0, &before)) {

@@ -87,22 +87,40 @@ void ApiServer::JoinNode(Call& c) {
   c.Reply(200, Json{{"node", c.Path(1)}, {"token", *token}});
 }
 
-void ApiServer::Heartbeat(Call& c) {
+bool ApiServer::ReadHeartbeat(Call& c, ControlPlane::HeartbeatInfo* info) {
   Json body;
   if (!c.Allow({Role::kAgent, Role::kAdmin}) || !c.Query({"peers"}) || !c.OwnNode(c.Path(1)) ||
       !c.Body({"health", "address", "agentUrl", "agentSecret"}, &body, false)) {
-    return;
+    return false;
   }
+  if (!c.String(body, "health", 1024, &info->health) ||
+      !c.String(body, "address", 255, &info->address) ||
+      !c.String(body, "agentUrl", 255, &info->agent_url) ||
+      !c.String(body, "agentSecret", 255, &info->agent_secret)) {
+    return false;
+  }
+  if (info->health.empty()) return c.Bad("body.health: empty; send ok or what is wrong");
+  return true;
+}
+
+bool ApiServer::HeartbeatNow(Call& c) {
+  if (c.req.has_param("peers")) return false;  // (a worker lists the peers)
   ControlPlane::HeartbeatInfo info;
-  if (!c.String(body, "health", 1024, &info.health) ||
-      !c.String(body, "address", 255, &info.address) ||
-      !c.String(body, "agentUrl", 255, &info.agent_url) ||
-      !c.String(body, "agentSecret", 255, &info.agent_secret)) {
-    return;
-  }
-  if (info.health.empty()) return (void)c.Bad("body.health: empty; send ok or what is wrong");
+  if (!ReadHeartbeat(c, &info)) return true;  // answered with the error
+  if (!control_.RenewLease(c.Path(1), info)) return false;
+  ReplyHeartbeat(c);
+  return true;
+}
+
+void ApiServer::Heartbeat(Call& c) {
+  ControlPlane::HeartbeatInfo info;
+  if (!ReadHeartbeat(c, &info)) return;
   Status st = control_.Heartbeat(c.Path(1), info);
   if (!st.ok()) return c.Fail(st);
+  ReplyHeartbeat(c);
+}
+
+void ApiServer::ReplyHeartbeat(Call& c) {
   Json reply{{"ok", true}};
   if (options_.peer_evidence) {
     // Every answer says how many nodes are live (an agent that sees it
@@ -121,14 +139,6 @@ void ApiServer::Heartbeat(Call& c) {
     }
   }
   c.Reply(200, reply);
-}
-
-// The rendezvous of a run: MASTER_PORT is chosen per job and run, so a
-// restarted run does not meet its predecessor's sockets, from 20000-32767:
-// below Linux's ephemeral range (32768-60999 by default), where any
-// outgoing connection of the node may hold a port.
-static int MasterPort(int64_t job, int64_t generation) {
-  return 20000 + static_cast<int>((job * 131 + generation * 17) % 12768);
 }
 
 // What an agent needs to run its part of a job: the spec, every task in
@@ -153,7 +163,7 @@ Json ApiServer::AssignmentJson(const JobRecord& j) {
   Json out = JobToJson(j);
   out["tasks"] = tasks;
   out["world"] = {{"masterAddr", master},
-                  {"masterPort", MasterPort(j.id, j.generation)},
+                  {"masterPort", MasterPort(j)},
                   {"worldSize", rank},
                   {"nnodes", j.tasks.size()}};
   out["graceSeconds"] = control_.GraceSeconds(j.request.queue);

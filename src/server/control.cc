@@ -25,6 +25,13 @@ const char* kStateNames[] = {"Pending",   "Running", "Preempting",
 
 Status NoSuchJob(int64_t id) { return NotFound("job " + std::to_string(id) + " not found"); }
 
+bool HasLabels(const JobRecord& j, const JobFilter& f) {
+  return std::all_of(f.labels.begin(), f.labels.end(), [&](const auto& kv) {
+    return std::find(j.request.labels.begin(), j.request.labels.end(), kv) !=
+           j.request.labels.end();
+  });
+}
+
 const char* JobStateName(JobState s) { return kStateNames[static_cast<int>(s)]; }
 
 std::optional<JobState> ParseJobState(const std::string& s) {
@@ -89,6 +96,7 @@ void ControlPlane::RebuildLocked() {
   sched_ = std::make_unique<sched::Scheduler>(topo_, options_.sched);
   jobs_.clear();
   active_.clear();
+  ended_.clear();
   active_by_queue_.clear();
   limits_.clear();
   timed_.clear();
@@ -203,7 +211,10 @@ Status ControlPlane::Recover() {
         return FailedPrecondition("store record " + SecretKey(job.id) + ": " + st.message());
       }
     }
-    if (Terminal(job.state)) continue;
+    if (Terminal(job.state)) {
+      ended_.emplace(job.finished.value(), job.id);
+      continue;
+    }
     Activate(job);
     if (!job.clearing.empty()) clearing_.insert(job.id);
     if (job.peer_failure_generation > 0) {  // decided half a lease from now
@@ -375,6 +386,37 @@ std::vector<int> UsedGpus(const JobRecord& job, const TaskView& t) {
   if (!job.request.exclusive || job.request.gpus_per_node <= 0) return t.gpus;
   const size_t share = std::min<size_t>(t.gpus.size(), job.request.gpus_per_node);
   return std::vector<int>(t.gpus.begin(), t.gpus.begin() + static_cast<ptrdiff_t>(share));
+}
+
+int32_t MasterPort(const JobRecord& job) {
+  if (job.master_port > 0) return job.master_port;
+  // Records written before the port was stored: as it was derived then.
+  constexpr int64_t kSpan = kLastMasterPort - kFirstMasterPort + 1;
+  return kFirstMasterPort + static_cast<int32_t>((job.id * 131 + job.generation * 17) % kSpan);
+}
+
+// A run's MASTER_PORT: random, so that clusters sharing hosts (tests, two
+// `unipool up`) rarely meet on one, and never the port of another job whose
+// first task is on the same node, nor this job's previous run's (whose
+// sockets may linger). REQUIRES: mu_ held; job.tasks are the new run's.
+int32_t ControlPlane::PickMasterPort(const JobRecord& job) {
+  std::set<int32_t> taken{MasterPort(job)};
+  const std::string& first = job.tasks.empty() ? std::string() : job.tasks.front().node;
+  auto take = [&](int64_t id) {
+    const JobRecord& other = jobs_.at(id);
+    if (id != job.id && !other.tasks.empty() && other.tasks.front().node == first) {
+      taken.insert(MasterPort(other));
+    }
+  };
+  if (auto node = topo_.FindNode(first)) {
+    for (JobId j : sched_->JobsOn(*node)) take(j.value());
+  }
+  for (int64_t id : clearing_) take(id);
+  std::uniform_int_distribution<int32_t> port(kFirstMasterPort, kLastMasterPort);
+  while (true) {
+    const int32_t p = port(ports_);
+    if (!taken.contains(p)) return p;
+  }
 }
 
 std::vector<TaskView> ControlPlane::ToTasks(const sched::Placement& p) const {

@@ -25,6 +25,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -34,6 +35,7 @@
 #include "io/job_spec.h"
 #include "server/log.h"
 #include "server/metrics.h"
+#include "store/history.h"
 #include "store/store.h"
 
 namespace unipool::server {
@@ -68,6 +70,9 @@ struct JobRecord {
   int32_t disruptions = 0;  // restarts the job did not cause: a node lost, its agent fenced
   int32_t preemptions = 0;
   int64_t generation = 0;  // incremented at each start: one run of the job
+  // The run's rendezvous port (MASTER_PORT), chosen when it starts (see
+  // MasterPort); 0 in records written before it existed.
+  int32_t master_port = 0;
   int64_t lost_gpu_seconds = 0;
   std::vector<TaskView> tasks;          // of the current or last run (kept when it ends, for logs)
   std::string message;                  // the last change, in words
@@ -92,6 +97,12 @@ struct JobRecord {
 // The GPUs of task `t` the job's processes use: all of them, but an
 // exclusive job's share (gpusPerNode) of the whole node it holds.
 std::vector<int> UsedGpus(const JobRecord& job, const TaskView& t);
+
+// The MASTER_PORT of the job's current run, in 20000-32767: below Linux's
+// ephemeral ports (32768-60999 by default), where any outgoing connection
+// of the node may hold one.
+constexpr int32_t kFirstMasterPort = 20000, kLastMasterPort = 32767;
+int32_t MasterPort(const JobRecord& job);
 
 struct JobEvent {
   Time time;
@@ -159,6 +170,7 @@ struct JobFilter {
   std::string queue;
   std::vector<std::pair<std::string, std::string>> labels;  // all must match
   int64_t before = 0;  // page: ids below this (0 = from the newest)
+  Time since;          // > 0: only jobs not finished, or finished at or after this
   int32_t limit = 100;
   size_t max_bytes = 0;  // stop after about this many bytes of specs (0 = no cap)
 };
@@ -177,6 +189,11 @@ struct ControlOptions {
   // No agents: every node is up unless an operator says otherwise.
   bool assume_nodes_up = false;
   std::function<Time()> clock;  // wall clock (ns since the epoch)
+  // Not null: a job that ended `history_retention` ago moves there (with
+  // its events) out of the store and memory; Get, List and Events read
+  // both. Not owned; outlives the ControlPlane.
+  store::History* history = nullptr;
+  Duration history_retention = Seconds(3600);
 };
 
 class ControlPlane {
@@ -211,6 +228,12 @@ class ControlPlane {
   Result<std::vector<JobEvent>> Events(int64_t id, const Scope& scope) const;
   // Why pending, or where it runs and why there.
   Result<std::string> Explain(int64_t id, const Scope& scope) const;
+  // The control plane's clock (ControlOptions::clock).
+  Time Now() const { return options_.clock(); }
+  // Moves the jobs that ended history_retention ago (a batch at a time) to
+  // the history: archived durably first, then deleted from the store.
+  // Errors: none that stop the control plane (logged, counted, retried).
+  void ArchiveEnded();
   // Pending: removed. Running: its processes are told to stop.
   Result<JobRecord> Cancel(int64_t id, const Scope& scope);
 
@@ -243,6 +266,11 @@ class ControlPlane {
     std::string agent_secret;
   };
   Status Heartbeat(const std::string& name, const HeartbeatInfo& info);
+  // The common heartbeat, for the event loop: when the node is live and the
+  // beat changes nothing, renews the lease and returns true. Never waits:
+  // false when the lock is taken (a scheduling pass) or the beat has
+  // something to write; then send it through Heartbeat.
+  bool RenewLease(const std::string& name, const HeartbeatInfo& info);
   // An agent joined as `name`: records the hash of its new token (the old
   // one stops working). `live_ok` false (a join token): kFailedPrecondition
   // when the node's agent is live (registered, a heartbeat within the
@@ -360,10 +388,25 @@ class ControlPlane {
   void EnforceTimeLimits(Time now, store::Txn& txn);
   void SyncPreempted(store::Txn& txn);
   void SetSchedNodeState(NodeRecord& n, Time now);
+  // Whether a healthy beat has something to write (the node comes up or
+  // back, or its health, address or agent URL changed).
+  static bool BeatChanges(const NodeRecord& n, const HeartbeatInfo& info);
   void RetryAfterBackoff(Time now, store::Txn& txn);
   std::vector<TaskView> ToTasks(const sched::Placement& p) const;
+  int32_t PickMasterPort(const JobRecord& job);
   sched::Placement ToPlacement(const std::vector<TaskView>& tasks) const;
-  Time Now() const { return options_.clock(); }
+  std::vector<JobRecord> ListLive(const JobFilter& f, const Scope& scope, bool* more) const;
+  // History (control_history.cc).
+  Result<JobRecord> FromHistory(int64_t id, const Scope& scope, std::string* events) const;
+  void ListArchived(const JobFilter& f, const Scope& scope, std::vector<JobRecord>& out,
+                    bool* more) const;
+  struct Archived {                 // a job copied to the history
+    int64_t id = 0;
+    int64_t events = 0;             // its events then (more since: archived again first)
+    std::vector<std::string> keys;  // its keys in the store, the record last
+  };
+  std::vector<Archived> ArchiveBatchLocked(Time now, std::vector<store::ArchivedJob>& batch) const;
+  void DropArchived(const std::vector<Archived>& jobs);
 
   const Topology& topo_;
   store::Store& store_;
@@ -380,7 +423,8 @@ class ControlPlane {
   std::set<int64_t> clearing_;          // active jobs with a non-empty JobRecord::clearing
   std::unique_ptr<sched::Scheduler> sched_;
   std::map<int64_t, JobRecord> jobs_;
-  std::set<int64_t> active_;  // not terminal
+  std::set<int64_t> active_;                     // not terminal
+  std::set<std::pair<int64_t, int64_t>> ended_;  // terminal: (finished, id), for the history
   std::map<std::string, int64_t> active_by_queue_;
   std::map<std::string, SubmitLimits> limits_;  // by queue
   struct Bucket {
@@ -393,6 +437,7 @@ class ControlPlane {
   std::vector<NodeRecord> nodes_;
   std::map<std::string, std::string> node_tokens_;  // token hash -> node
   int64_t next_id_ = 1;
+  std::mt19937_64 ports_{std::random_device{}()};  // for PickMasterPort
   int64_t rebuilt_failures_ = 0;  // store_.failures() at the last rebuild
 };
 

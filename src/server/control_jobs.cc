@@ -22,6 +22,7 @@ void ControlPlane::Activate(const JobRecord& job) {
 void ControlPlane::Deactivate(const JobRecord& job) {
   if (active_.erase(job.id) > 0) --active_by_queue_[job.request.queue];
   clearing_.erase(job.id);  // it runs no more: nothing to wait for
+  ended_.emplace(job.finished.value(), job.id);
 }
 
 void ControlPlane::AwaitOldRun(JobRecord& job, const std::string& confirmed, bool skip_lost) {
@@ -140,10 +141,15 @@ Status ControlPlane::Validate(const io::JobRequest& request) const {
 }
 
 Result<JobRecord> ControlPlane::Get(int64_t id, const Scope& scope) const {
-  std::lock_guard lock(mu_);
-  auto it = jobs_.find(id);
-  if (it == jobs_.end() || !scope.Sees(it->second.request.queue)) return NoSuchJob(id);
-  return it->second;
+  {
+    std::lock_guard lock(mu_);
+    auto it = jobs_.find(id);
+    if (it != jobs_.end()) {
+      if (!scope.Sees(it->second.request.queue)) return NoSuchJob(id);
+      return it->second;
+    }
+  }
+  return FromHistory(id, scope, nullptr);  // (archived before it left memory)
 }
 
 // About the bytes a job's JSON takes: its strings plus a fixed part.
@@ -161,6 +167,13 @@ static size_t ApproxBytes(const JobRecord& j) {
 
 std::vector<JobRecord> ControlPlane::List(const JobFilter& f, const Scope& scope,
                                           bool* more) const {
+  std::vector<JobRecord> out = ListLive(f, scope, more);
+  ListArchived(f, scope, out, more);
+  return out;
+}
+
+std::vector<JobRecord> ControlPlane::ListLive(const JobFilter& f, const Scope& scope,
+                                              bool* more) const {
   std::lock_guard lock(mu_);
   std::vector<JobRecord> out;
   size_t bytes = 0;
@@ -176,11 +189,8 @@ std::vector<JobRecord> ControlPlane::List(const JobFilter& f, const Scope& scope
     if (!scope.Sees(j.request.queue)) continue;
     if (f.state && j.state != *f.state) continue;
     if (!f.queue.empty() && j.request.queue != f.queue) continue;
-    bool labels = std::all_of(f.labels.begin(), f.labels.end(), [&](const auto& kv) {
-      return std::find(j.request.labels.begin(), j.request.labels.end(), kv) !=
-             j.request.labels.end();
-    });
-    if (!labels) continue;
+    if (f.since.value() > 0 && Terminal(j.state) && j.finished < f.since) continue;
+    if (!HasLabels(j, f)) continue;
     out.push_back(j);
     bytes += ApproxBytes(j);
   }
@@ -188,8 +198,26 @@ std::vector<JobRecord> ControlPlane::List(const JobFilter& f, const Scope& scope
 }
 
 Result<std::vector<JobEvent>> ControlPlane::Events(int64_t id, const Scope& scope) const {
-  UNIPOOL_RETURN_IF_ERROR(Get(id, scope).status());
   std::vector<JobEvent> out;
+  bool live = false;
+  {
+    std::lock_guard lock(mu_);
+    auto it = jobs_.find(id);
+    if (it != jobs_.end()) {
+      if (!scope.Sees(it->second.request.queue)) return NoSuchJob(id);
+      live = true;
+    }
+  }
+  if (!live) {
+    std::string events;
+    UNIPOOL_RETURN_IF_ERROR(FromHistory(id, scope, &events).status());
+    Json all = Json::parse(events, nullptr, false);
+    for (const Json& j : all.is_array() ? all : Json::array()) {
+      Result<JobEvent> e = EventFromJson(j);
+      if (e.ok()) out.push_back(*e);
+    }
+    return out;
+  }
   for (const store::KeyValue& kv : store_.Range(EventKey(id, 0).substr(0, 21))) {
     Result<JobEvent> e = EventFromJson(Json::parse(kv.value, nullptr, false));
     if (e.ok()) out.push_back(*e);
@@ -198,9 +226,15 @@ Result<std::vector<JobEvent>> ControlPlane::Events(int64_t id, const Scope& scop
 }
 
 Result<std::string> ControlPlane::Explain(int64_t id, const Scope& scope) const {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   auto it = jobs_.find(id);
-  if (it == jobs_.end() || !scope.Sees(it->second.request.queue)) return NoSuchJob(id);
+  if (it == jobs_.end()) {
+    lock.unlock();
+    Result<JobRecord> archived = FromHistory(id, scope, nullptr);
+    if (!archived.ok()) return archived.status();
+    return archived->message;
+  }
+  if (!scope.Sees(it->second.request.queue)) return NoSuchJob(id);
   if (Terminal(it->second.state)) return std::string(it->second.message);
   return sched_->Explain(JobId(id));
 }

@@ -92,6 +92,23 @@ std::vector<std::pair<std::string, std::string>> ControlPlane::Peers(const std::
   return out;
 }
 
+bool ControlPlane::BeatChanges(const NodeRecord& n, const HeartbeatInfo& info) {
+  return !n.alive || n.not_responding || n.health != info.health || n.address != info.address ||
+         n.agent_url != info.agent_url;
+}
+
+bool ControlPlane::RenewLease(const std::string& name, const HeartbeatInfo& info) {
+  std::unique_lock lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return false;
+  auto id = topo_.FindNode(name);
+  if (!id) return false;
+  NodeRecord& n = nodes_[id->value()];
+  if (info.health != "ok" || BeatChanges(n, info)) return false;
+  n.last_heartbeat = Now();
+  n.agent_secret = info.agent_secret;
+  return true;
+}
+
 Status ControlPlane::Heartbeat(const std::string& name, const HeartbeatInfo& info) {
   int64_t rev = 0;
   {
@@ -103,9 +120,7 @@ Status ControlPlane::Heartbeat(const std::string& name, const HeartbeatInfo& inf
     n.last_heartbeat = now;
     n.agent_secret = info.agent_secret;
     const bool sick = info.health != "ok" && n.admin.empty();
-    const bool changed = !n.alive || sick || n.not_responding || n.health != info.health ||
-                         n.address != info.address || n.agent_url != info.agent_url;
-    if (!changed) return Status::Ok();  // the common case: memory only
+    if (!sick && !BeatChanges(n, info)) return Status::Ok();  // the common case: memory only
     // A change is written; while the store is read-only, the lease above
     // is renewed all the same and the change waits for the next beat.
     UNIPOOL_RETURN_IF_ERROR(store_.Writable());

@@ -183,12 +183,14 @@ void ControlPlane::ApplyDecision(const sched::Decision& d, Time now, Txn& txn) {
             job.started = now;
             job.last_checkpoint = now;
             ++job.generation;
+            job.master_port = PickMasterPort(job);
             if (job.request.time_limit.value() > 0) timed_.insert(job.id);
             Write(job, "Started", DescribePlacement(topo_, x.placement) + ShapeNote(job), txn);
           } else if constexpr (std::is_same_v<T, sched::ResizeJob>) {
             AwaitOldRun(job, "");
             job.tasks = ToTasks(x.placement);
             ++job.generation;
+            job.master_port = PickMasterPort(job);
             Write(job, "Resized",
                   "from " + std::to_string(x.from.value()) + " to " +
                       std::to_string(x.placement.gpus().value()) + " GPUs",
@@ -376,6 +378,11 @@ void ControlPlane::DeclareMetrics(Metrics& m) {
   m.Declare("unipool_job_restarts", T::kGauge, "A running job's restarts after failures.");
   m.Declare("unipool_jobs_submitted_total", T::kCounter, "Jobs submitted.");
   m.Declare("unipool_jobs_finished_total", T::kCounter, "Jobs ended, by final state.");
+  m.Declare("unipool_jobs_archived_total", T::kCounter,
+            "Ended jobs moved from the store to the history (--history-retention after they "
+            "ended).");
+  m.Declare("unipool_history_failures_total", T::kCounter,
+            "Rounds in which ended jobs could not be written to the history (retried).");
   m.Declare("unipool_preemptions_total", T::kCounter, "Jobs preempted.");
   m.Declare("unipool_preempted_gpu_seconds_total", T::kCounter,
             "Work lost to preemptions: GPU-seconds since the victims' last checkpoints.");

@@ -1,32 +1,24 @@
 #include "server/follower.h"
 
 #include "io/cluster_reader.h"
+#include "io/text.h"
 
 namespace unipool::server {
 namespace {
 
-// The request's query string, as received ("" when none).
-std::string Query(const HttpRequest& req) {
-  std::string q;
-  for (const auto& [k, v] : req.params) {
-    q += (q.empty() ? "?" : "&") + k + "=" + v;
-  }
-  return q;
-}
-
-// Percent-encodes what a URL's path and query may not hold as is.
-std::string Escape(const std::string& s) {
-  static const char* kHex = "0123456789ABCDEF";
+// The request's path and query, percent-encoded again (they arrive decoded).
+std::string Target(const HttpRequest& req) {
   std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) ||
-        std::string_view("-._~/?&=:,").find(static_cast<char>(c)) != std::string_view::npos) {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
+  for (size_t at = 0; at < req.path.size();) {
+    const size_t slash = req.path.find('/', at);
+    const size_t end = slash == std::string::npos ? req.path.size() : slash;
+    out += io::UrlEncode(std::string_view(req.path).substr(at, end - at));
+    if (slash != std::string::npos) out += '/';
+    at = end + 1;
+  }
+  for (size_t i = 0; i < req.params.size(); ++i) {
+    out += (i ? "&" : "?") + io::UrlEncode(req.params[i].first) + "=" +
+           io::UrlEncode(req.params[i].second);
   }
   return out;
 }
@@ -85,7 +77,7 @@ void FollowerFront::Answer(const HttpRequest& req, HttpResponse& res) const {
     return;
   }
   res.status = 307;
-  res.set_header("Location", leader + Escape(req.path + Query(req)));
+  res.set_header("Location", leader + Target(req));
   res.body = ErrorBody("REDIRECT", "this server follows; the leader is " + leader);
 }
 

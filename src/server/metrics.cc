@@ -1,8 +1,14 @@
 #include "server/metrics.h"
 
+#include <dirent.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <cassert>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 
 namespace unipool::server {
 namespace {
@@ -141,6 +147,53 @@ std::string Metrics::Render() const {
     }
   }
   return out;
+}
+
+void DeclareProcessMetrics(Metrics& m) {
+  using T = Metrics::Type;
+  m.Declare("process_cpu_seconds_total", T::kCounter, "User and system CPU time in seconds.");
+  m.Declare("process_resident_memory_bytes", T::kGauge, "Resident memory in bytes.");
+  m.Declare("process_virtual_memory_bytes", T::kGauge, "Virtual memory in bytes.");
+  m.Declare("process_open_fds", T::kGauge, "Open file descriptors.");
+  m.Declare("process_max_fds", T::kGauge, "The limit on open file descriptors.");
+  m.Declare("process_start_time_seconds", T::kGauge,
+            "Start time of the process since the Unix epoch in seconds.");
+}
+
+void UpdateProcessMetrics(Metrics& m) {
+  // /proc/self/stat: fields after the command's closing parenthesis; 14
+  // and 15 (utime, stime) in ticks, 22 start time in ticks after boot, 23
+  // vsize in bytes, 24 rss in pages.
+  std::ifstream stat_file("/proc/self/stat");
+  std::string stat((std::istreambuf_iterator<char>(stat_file)), {});
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos) return;
+  std::istringstream in(stat.substr(close + 2));
+  std::vector<std::string> f(3);  // f[i] is field i: the first after ')' is 3
+  for (std::string v; in >> v;) f.push_back(v);
+  if (f.size() <= 24) return;
+  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+  m.Set("process_cpu_seconds_total", {},
+        (std::atof(f[14].c_str()) + std::atof(f[15].c_str())) / tick);
+  m.Set("process_virtual_memory_bytes", {}, std::atof(f[23].c_str()));
+  m.Set("process_resident_memory_bytes", {},
+        std::atof(f[24].c_str()) * static_cast<double>(sysconf(_SC_PAGESIZE)));
+  std::ifstream uptime_file("/proc/uptime");
+  double uptime = 0;
+  if (uptime_file >> uptime) {
+    const double boot = static_cast<double>(time(nullptr)) - uptime;
+    m.Set("process_start_time_seconds", {}, boot + std::atof(f[22].c_str()) / tick);
+  }
+  int fds = 0;
+  if (DIR* d = opendir("/proc/self/fd")) {
+    while (readdir(d)) ++fds;
+    closedir(d);
+    m.Set("process_open_fds", {}, fds - 3);  // ".", ".." and the directory's own
+  }
+  rlimit nofile{};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0) {
+    m.Set("process_max_fds", {}, static_cast<double>(nofile.rlim_cur));
+  }
 }
 
 }  // namespace unipool::server

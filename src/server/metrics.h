@@ -60,4 +60,10 @@ class Metrics {
 // {a="1",b="x\"y"}: label values escaped as the format asks; "" when empty.
 std::string RenderLabels(const Labels& labels);
 
+// The process_* families of Prometheus' client libraries, for this
+// process: CPU seconds, resident and virtual memory, open and maximum file
+// descriptors, start time. Declare once; Update before each Render.
+void DeclareProcessMetrics(Metrics& m);
+void UpdateProcessMetrics(Metrics& m);
+
 }  // namespace unipool::server

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <ctime>
+
 namespace unipool::server {
 namespace {
 
@@ -29,6 +32,26 @@ TEST(MetricsTest, RendersTextFormat) {
       << text;
   m.Reset("unipool_jobs");
   EXPECT_EQ(m.Render().find("unipool_jobs{"), std::string::npos);
+}
+
+TEST(MetricsTest, ProcessMetricsDescribeThisProcess) {
+  Metrics m;
+  DeclareProcessMetrics(m);
+  UpdateProcessMetrics(m);
+  const std::string text = m.Render();
+  auto value = [&](const std::string& name) {
+    const size_t at = text.find("\n" + name + " ");
+    EXPECT_NE(at, std::string::npos) << name << " in\n" << text;
+    return at == std::string::npos ? -1.0 : std::atof(text.c_str() + at + name.size() + 2);
+  };
+  EXPECT_GE(value("process_cpu_seconds_total"), 0);
+  EXPECT_GT(value("process_resident_memory_bytes"), 1 << 20);
+  EXPECT_GE(value("process_virtual_memory_bytes"), value("process_resident_memory_bytes"));
+  EXPECT_GE(value("process_open_fds"), 3);  // stdin, stdout, stderr
+  EXPECT_GE(value("process_max_fds"), value("process_open_fds"));
+  const double started = value("process_start_time_seconds");
+  EXPECT_LE(started, static_cast<double>(time(nullptr)) + 2);
+  EXPECT_GT(started, static_cast<double>(time(nullptr)) - 24 * 3600);
 }
 
 }  // namespace

@@ -77,6 +77,7 @@ Json JobToJson(const JobRecord& job) {
               {"disruptions", job.disruptions},
               {"preemptions", job.preemptions},
               {"generation", job.generation},
+              {"masterPort", job.master_port},
               {"lostGpuSeconds", job.lost_gpu_seconds},
               {"events", job.events},
               {"tasks", tasks},
@@ -127,6 +128,11 @@ Result<JobRecord> JobFromJson(const Json& j) {
     job.disruptions = static_cast<int32_t>(disruptions);
   }
   job.preemptions = static_cast<int32_t>(preemptions);
+  if (j.contains("masterPort")) {  // absent in records written before it existed
+    int64_t port = 0;
+    UNIPOOL_RETURN_IF_ERROR(StoredInt(j, "masterPort", 0, kLastMasterPort, &port));
+    job.master_port = static_cast<int32_t>(port);
+  }
   try {
     job.owner = j.at("owner").get<std::string>();
     // Absent in records written before it existed: such a job is taken as a

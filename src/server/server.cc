@@ -6,6 +6,26 @@
 
 namespace unipool::server {
 
+namespace {
+
+void DeclareMaintenanceMetrics(Metrics& m) {
+  using T = Metrics::Type;
+  m.Declare("unipool_etcd_db_size_bytes", T::kGauge,
+            "Size of each etcd member's database file, at the last maintenance round");
+  m.Declare("unipool_etcd_db_size_in_use_bytes", T::kGauge,
+            "Bytes of each etcd member's database file that hold data (the rest is free "
+            "until a defragmentation)");
+  m.Declare("unipool_etcd_compactions_total", T::kCounter,
+            "Compactions of etcd's history by the leader's maintenance");
+  m.Declare("unipool_etcd_defragmentations_total", T::kCounter,
+            "Defragmentations of an etcd member by the leader's maintenance");
+  m.Declare("unipool_etcd_maintenance_failures_total", T::kCounter,
+            "Maintenance rounds in which a compaction, a status read or a defragmentation "
+            "failed");
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Server>> Server::Open(const ServerOptions& options, Logger& log) {
   std::unique_ptr<Server> s(new Server(options, log));
   Result<Topology> topo = io::LoadTopology(options.cluster_path);
@@ -31,10 +51,19 @@ Result<std::unique_ptr<Server>> Server::Open(const ServerOptions& options, Logge
   const auto t1 = std::chrono::steady_clock::now();
   ControlPlane::DeclareMetrics(s->metrics_);
   ApiServer::DeclareMetrics(s->metrics_);
+  DeclareProcessMetrics(s->metrics_);
+  if (options.store == "etcd") DeclareMaintenanceMetrics(s->metrics_);
   ControlOptions copt;
   copt.node_lease = options.node_lease;
   copt.outage_grace = options.outage_grace;
   copt.assume_nodes_up = options.assume_nodes_up;
+  if (!options.history_path.empty()) {
+    Result<std::unique_ptr<store::History>> h = store::History::Open(options.history_path);
+    if (!h.ok()) return h.status();
+    s->history_ = std::move(h).value();
+    copt.history = s->history_.get();
+    copt.history_retention = options.history_retention;
+  }
   copt.sched.min_runtime = options.min_runtime;
   copt.sched.max_attempts_per_cycle = options.max_attempts_per_cycle;
   // Jobs whose shape already failed in a pass cost no attempt: look at ten
@@ -61,6 +90,7 @@ Result<std::unique_ptr<Server>> Server::Open(const ServerOptions& options, Logge
 Server::~Server() {
   Stop();
   if (reconciler_.joinable()) reconciler_.join();
+  if (maintainer_.joinable()) maintainer_.join();
 }
 
 Result<int> Server::Bind() {
@@ -88,6 +118,7 @@ void Server::ReconcileLoop() {
       api_->Stop();
       return;
     }
+    control_->ArchiveEnded();
     control_->WaitForWork(cycle);
     // Let a burst of submissions gather into one pass: under a steady
     // stream a pass runs at most every 50 ms, so passes (which hold the
@@ -96,21 +127,67 @@ void Server::ReconcileLoop() {
   }
 }
 
+void Server::Report(const store::MaintenanceRound& round) {
+  for (const store::MemberStatus& m : round.members) {
+    if (!m.ok) continue;
+    metrics_.Set("unipool_etcd_db_size_bytes", {{"endpoint", m.endpoint}},
+                 static_cast<double>(m.db_size));
+    metrics_.Set("unipool_etcd_db_size_in_use_bytes", {{"endpoint", m.endpoint}},
+                 static_cast<double>(m.db_size_in_use));
+  }
+  if (round.compacted_to > 0) {
+    metrics_.Add("unipool_etcd_compactions_total", {});
+    log_.Info("store", "etcd compacted", {{"revision", round.compacted_to}});
+  }
+  if (!round.defragmented.empty()) {
+    metrics_.Add("unipool_etcd_defragmentations_total", {{"endpoint", round.defragmented}});
+    log_.Info("store", "etcd member defragmented", {{"endpoint", round.defragmented}});
+  }
+  if (!round.status.ok()) {
+    metrics_.Add("unipool_etcd_maintenance_failures_total", {});
+    log_.Warn("store", "etcd maintenance: " + round.status.message());
+  }
+}
+
+void Server::MaintenanceLoop() {
+  store::EtcdMaintenance maintenance(options_.etcd, options_.maintenance);
+  const auto every = std::chrono::nanoseconds(options_.etcd_maintenance.value());
+  std::unique_lock lock(stop_mu_);
+  while (!stop_) {
+    lock.unlock();
+    Report(maintenance.RunOnce());
+    lock.lock();
+    stopped_.wait_for(lock, every, [this] { return stop_.load(); });
+  }
+}
+
 Status Server::Run() {
   reconciler_ = std::thread([this] { ReconcileLoop(); });
+  if (options_.store == "etcd" && options_.etcd_maintenance.value() > 0) {
+    maintainer_ = std::thread([this] { MaintenanceLoop(); });
+  }
   log_.Info("server", "serving",
             {{"url", url()},
              {"nodes", int64_t{topo_->num_nodes()}},
              {"gpus", topo_->num_gpus().value()}});
   api_->Serve();
-  stop_ = true;
+  {
+    std::lock_guard lock(stop_mu_);
+    stop_ = true;
+  }
+  stopped_.notify_all();
   if (reconciler_.joinable()) reconciler_.join();
+  if (maintainer_.joinable()) maintainer_.join();
   std::lock_guard lock(fatal_mu_);
   return fatal_;
 }
 
 void Server::Stop() {
-  stop_ = true;
+  {
+    std::lock_guard lock(stop_mu_);
+    stop_ = true;
+  }
+  stopped_.notify_all();
   if (api_) api_->Stop();
 }
 

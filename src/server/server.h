@@ -4,12 +4,14 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <memory>
 #include <string>
 #include <thread>
 
 #include "server/api.h"
 #include "server/control.h"
+#include "store/etcd_maintenance.h"
 
 namespace unipool::server {
 
@@ -36,6 +38,15 @@ struct ServerOptions {
   // the queue waits for the next pass.
   int64_t max_attempts_per_cycle = 1000;
   HttpLimits http;  // connections, workers per lane, timeouts, per-client caps
+  // etcd only: a maintenance round this often (store/etcd_maintenance.h:
+  // compaction to the previous round's revision, defragmentation of a
+  // member that is mostly free space); 0: none (an operator does it).
+  Duration etcd_maintenance = Seconds(300);
+  // Jobs that ended this long ago move from the store to the history file
+  // (store/history.h); "" for none (they stay in the store for good).
+  std::string history_path;
+  Duration history_retention = Seconds(3600);
+  store::MaintenanceOptions maintenance;
 };
 
 class Server {
@@ -59,16 +70,21 @@ class Server {
  private:
   Server(const ServerOptions& options, Logger& log) : options_(options), log_(log) {}
   void ReconcileLoop();
+  void MaintenanceLoop();  // etcd: a round every options_.etcd_maintenance
+  void Report(const store::MaintenanceRound& round);
 
   ServerOptions options_;
   Logger& log_;
   Metrics metrics_;
   std::unique_ptr<Topology> topo_;
   std::unique_ptr<store::Store> store_;
+  std::unique_ptr<store::History> history_;  // before control_, which uses it
   std::unique_ptr<ControlPlane> control_;
   std::unique_ptr<ApiServer> api_;
-  std::thread reconciler_;
+  std::thread reconciler_, maintainer_;
   std::atomic<bool> stop_{false};
+  std::mutex stop_mu_;
+  std::condition_variable stopped_;  // wakes the maintenance loop
   std::mutex fatal_mu_;
   Status fatal_;
   int port_ = 0;

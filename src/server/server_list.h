@@ -39,7 +39,6 @@ class ServerList {
   // every URL (time to back off).
   bool Failed(const std::string& failed);
   size_t size() const { return urls_.size(); }
-  const std::vector<std::string>& all() const { return urls_; }
   // "URL, URL, ..." for messages.
   std::string Joined() const;
 
