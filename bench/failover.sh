@@ -15,7 +15,8 @@ jobs="${JOBS:-100000}" rounds="${ROUNDS:-3}"
 bin="$PWD/build/release/unipool"
 work="$(mktemp -d)"
 pids=() etcd_pids=()
-trap 'kill "${pids[@]}" "${etcd_pids[@]}" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
+[ -n "${KEEP_LOGS:-}" ] && echo "logs in $work"
+trap 'kill "${pids[@]}" "${etcd_pids[@]}" 2>/dev/null; wait 2>/dev/null; [ -n "${KEEP_LOGS:-}" ] || rm -rf "$work"' EXIT
 
 source bench/etcd.sh
 start_etcd "$work" 23800 23820
@@ -28,7 +29,7 @@ start() {  # start SERVER_INDEX
   "$bin" server --cluster bench/clusters/10k-nodes.yaml --assume-nodes-up \
     --tokens "$work/tokens.yaml" --store etcd --etcd-endpoints "$endpoints" \
     --etcd-max-txn-ops 10000 --ha --init --history "$work/history.db" \
-    --listen "127.0.0.1:${ports[$1]}" --log-level warn 2>>"$work/server-$1.log" &
+    --listen "127.0.0.1:${ports[$1]}" --log-level "${LOG_LEVEL:-warn}" 2>>"$work/server-$1.log" &
   server_pid[$1]=$!
   pids+=($!)
 }
