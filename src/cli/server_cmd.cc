@@ -17,6 +17,7 @@
 #include "server/follower.h"
 #include "server/server.h"
 #include "store/election.h"
+#include "store/etcd_mirror.h"
 
 namespace unipool::cli {
 namespace {
@@ -247,6 +248,10 @@ int RunHighlyAvailable(ServerFlags& f, server::Logger& log, Stopper& stopper) {
   std::cout << "unipool server following on " << url << std::endl;
   WriteAddress(f, url);
   log.Info("server", "following: campaigning for the leadership", {{"url", url}});
+  // A copy of the store, kept current while following: the takeover
+  // starts from it (etcd_mirror.h).
+  store::EtcdMirror mirror(f.opt.etcd);
+  f.opt.etcd_mirror = &mirror;
   const int64_t term = election->Campaign();
   if (term == 0) return kExitOk;  // stopped
   // The address passes to the leader's API without ever closing: clients

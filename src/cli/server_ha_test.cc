@@ -111,6 +111,7 @@ TEST_F(ServerHaTest, KillNineOfTheLeaderTenTimesLosesNothing) {
   });
   std::mt19937 rng(20261202);
   std::vector<double> takeover_s;
+  int warm = 0;  // takeovers from the mirror
   for (int round = 0; round < 10; ++round) {
     std::this_thread::sleep_for(std::chrono::milliseconds(300 + rng() % 1200));
     const int leader = Leader();
@@ -120,6 +121,9 @@ TEST_F(ServerHaTest, KillNineOfTheLeaderTenTimesLosesNothing) {
     const int next = Leader(30, leader);
     ASSERT_GE(next, 0) << "round " << round << ": no server took over";
     takeover_s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    warm += servers_[next]
+                ->Call("GET", "/metrics", "admin")
+                .body.find("\nunipool_store_opened_from_mirror 1\n") != std::string::npos;
     servers_[leader]->Start();  // back, as a follower
   }
   std::this_thread::sleep_for(500ms);
@@ -137,6 +141,11 @@ TEST_F(ServerHaTest, KillNineOfTheLeaderTenTimesLosesNothing) {
   const std::set<int64_t> listed = JobIds(*servers_[leader]);
   for (int64_t id : unique) EXPECT_TRUE(listed.count(id)) << "acknowledged job " << id << " lost";
   EXPECT_GT(acknowledged.size(), 10u);
+  // The new leaders started from their mirrors of the store (one
+  // restarted just before it was elected may not have a copy yet: most,
+  // not all), and lost nothing doing so (above).
+  std::printf("%d of 10 takeovers started from the follower's mirror\n", warm);
+  EXPECT_GE(warm, 5);
 }
 
 // A leader paused past its term (SIGSTOP) wakes up deposed: the request it

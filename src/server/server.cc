@@ -3,10 +3,21 @@
 #include <chrono>
 
 #include "io/cluster_reader.h"
+#include "store/etcd_mirror.h"
 
 namespace unipool::server {
 
 namespace {
+
+void DeclareStartMetrics(Metrics& m) {
+  using T = Metrics::Type;
+  m.Declare("unipool_server_start_seconds", T::kGauge,
+            "How long this server's start (or takeover) took, by phase: opening the store, "
+            "rebuilding the state from it");
+  m.Declare("unipool_store_opened_from_mirror", T::kGauge,
+            "1 when this leader's store started from its follower's mirror of etcd, 0 when it "
+            "read the store whole");
+}
 
 void DeclareMaintenanceMetrics(Metrics& m) {
   using T = Metrics::Type;
@@ -41,13 +52,17 @@ Result<std::unique_ptr<Server>> Server::Open(const ServerOptions& options, Logge
     s->store_ = store::NewMemoryStore();
   } else {
     Result<std::unique_ptr<store::Store>> st =
-        options.store == "etcd" ? store::OpenEtcdStore(options.etcd, options.init)
-                                : store::OpenSqliteStore(options.data_dir, options.init);
+        options.store == "etcd"
+            ? store::OpenEtcdStore(options.etcd, options.init, 100000, options.etcd_mirror)
+            : store::OpenSqliteStore(options.data_dir, options.init);
     if (!st.ok()) return st.status();
     s->store_ = std::move(st).value();
   }
 
-  log.Info("store", "opened", {{"ms", ms_since(t0)}, {"revision", s->store_->revision()}});
+  const bool warm = options.etcd_mirror != nullptr && options.etcd_mirror->stats().taken;
+  const int64_t store_ms = ms_since(t0);
+  log.Info("store", warm ? "opened from the follower's mirror" : "opened",
+           {{"ms", store_ms}, {"revision", s->store_->revision()}});
   const auto t1 = std::chrono::steady_clock::now();
   ControlPlane::DeclareMetrics(s->metrics_);
   ApiServer::DeclareMetrics(s->metrics_);
@@ -75,6 +90,10 @@ Result<std::unique_ptr<Server>> Server::Open(const ServerOptions& options, Logge
   if (!cp.ok()) return cp.status();
   s->control_ = std::move(cp).value();
   log.Info("control", "state rebuilt", {{"ms", ms_since(t1)}});
+  DeclareStartMetrics(s->metrics_);
+  s->metrics_.Set("unipool_server_start_seconds", {{"phase", "store"}}, store_ms / 1000.0);
+  s->metrics_.Set("unipool_server_start_seconds", {{"phase", "state"}}, ms_since(t1) / 1000.0);
+  s->metrics_.Set("unipool_store_opened_from_mirror", {}, warm ? 1 : 0);
 
   ApiOptions aopt;
   aopt.tokens_path = options.tokens_path;

@@ -22,6 +22,9 @@ struct ServerOptions {
   // memory (nothing survives the process).
   std::string store = "sqlite";
   store::EtcdOptions etcd;
+  // --ha: the follower's mirror of the etcd store (not owned; may be null):
+  // the takeover starts from it instead of reading etcd whole.
+  store::EtcdMirror* etcd_mirror = nullptr;
   bool init = false;  // create the store when the data directory has none
   std::string tokens_path;
   std::string host = "127.0.0.1";

@@ -47,6 +47,51 @@ Answer Post(httplib::Client& c, const std::string& path, std::string body) {
   return a;
 }
 
+// Splits a stream of JSON objects (the gateway writes one per line, but a
+// chunk may end anywhere, and objects may follow each other without one)
+// into whole objects: tracks the nesting outside strings.
+class ObjectSplitter {
+ public:
+  // Feeds `data`; calls `on_object` with each object completed by it.
+  // False when `on_object` returned false or the stream is not JSON objects.
+  bool Feed(const char* data, size_t n, const std::function<bool(std::string_view)>& on_object) {
+    for (size_t i = 0; i < n; ++i) {
+      const char c = data[i];
+      if (depth_ == 0) {
+        if (c == '{') {
+          depth_ = 1;
+          buf_.assign(1, c);
+          continue;
+        }
+        if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
+        return false;
+      }
+      buf_.push_back(c);
+      if (in_string_) {
+        if (escaped_)
+          escaped_ = false;
+        else if (c == '\\')
+          escaped_ = true;
+        else if (c == '"')
+          in_string_ = false;
+        continue;
+      }
+      if (c == '"')
+        in_string_ = true;
+      else if (c == '{' || c == '[')
+        ++depth_;
+      else if ((c == '}' || c == ']') && --depth_ == 0 && !on_object(buf_))
+        return false;
+    }
+    return true;
+  }
+
+ private:
+  std::string buf_;
+  int depth_ = 0;
+  bool in_string_ = false, escaped_ = false;
+};
+
 }  // namespace
 
 EtcdClient::EtcdClient(EtcdOptions options)
@@ -187,6 +232,84 @@ Result<EtcdClient::Json> EtcdClient::CallAt(size_t endpoint, const std::string& 
                        httplib::to_string(r.error) + ")");
   }
   return Decode(r.status, r.body, endpoint);
+}
+
+Status EtcdClient::Stream(const std::string& method, const Json& body,
+                          std::chrono::milliseconds idle,
+                          const std::function<bool(const Json&)>& on_message) const {
+  const size_t n = options_.endpoints.size();
+  const size_t first = current_.load();
+  Status last = Unavailable("no etcd endpoint");
+  for (size_t k = 0; k < n; ++k) {
+    const size_t e = (first + k) % n;
+    std::unique_ptr<httplib::Client> c = Connect(e, options_.timeout);
+    c->set_read_timeout(idle.count() / 1000, (idle.count() % 1000) * 1000);
+    {
+      std::lock_guard lock(mu_);
+      if (cancelled_) return Aborted("etcd stream cancelled");
+      streaming_ = c.get();
+    }
+    bool answered = false, stopped = false;  // some bytes came; on_message said stop
+    ObjectSplitter split;
+    std::string error_body;
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v3/" + method;
+    req.body = body.dump();
+    req.headers.emplace("Content-Type", "application/json");
+    req.content_receiver = [&](const char* data, size_t len, uint64_t, uint64_t) {
+      answered = true;
+      return split.Feed(data, len, [&](std::string_view object) {
+        const Json j = Json::parse(object, nullptr, false);
+        if (j.is_object() && j.contains("error")) {  // {"error": {"message": ...}} or its text
+          const Json& err = j["error"];
+          const std::string msg = err.is_object()   ? err.value("message", "")
+                                  : err.is_string() ? err.get<std::string>()
+                                                    : "";
+          error_body = Json{{"error", msg.empty() ? err.dump() : msg}}.dump();
+          return false;
+        }
+        if (!j.is_object() || !on_message(j)) {
+          stopped = j.is_object();
+          return false;
+        }
+        return true;
+      });
+    };
+    httplib::Response res;
+    httplib::Error error = httplib::Error::Success;
+    c->send(req, res, error);
+    bool cancelled;
+    {
+      std::lock_guard lock(mu_);
+      streaming_ = nullptr;
+      cancelled = cancelled_;
+    }
+    if (cancelled) return Aborted("etcd stream cancelled");
+    if (stopped) return Status::Ok();
+    if (!error_body.empty() || res.status >= 400) {
+      Result<Json> j = Decode(res.status >= 400 ? res.status : 500,
+                              error_body.empty() ? res.body : error_body, e);
+      last = j.ok() ? Unavailable("etcd at " + options_.endpoints[e] + " ended the stream")
+                    : j.status();
+      if (!TryAnother(last) || answered) return last;
+      continue;
+    }
+    if (answered) {
+      current_.store(e);
+      return Unavailable("etcd stream from " + options_.endpoints[e] + " ended (" +
+                         httplib::to_string(error) + ")");
+    }
+    last = Unavailable("cannot reach etcd at " + options_.endpoints[e] + " (" +
+                       httplib::to_string(error) + ")");
+  }
+  return last;
+}
+
+void EtcdClient::Cancel() const {
+  std::lock_guard lock(mu_);
+  cancelled_ = true;
+  if (streaming_ != nullptr) streaming_->stop();
 }
 
 }  // namespace unipool::store

@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -57,6 +58,17 @@ class EtcdClient {
                       std::chrono::milliseconds timeout) const;
   const std::vector<std::string>& endpoints() const { return options_.endpoints; }
 
+  // A server-streaming call (watch): POST /v3/<method> with `body`, then
+  // `on_message` gets each JSON object of the answer as it arrives (false
+  // from it ends the call). Tries the endpoints as Call does until one
+  // answers; then returns when the stream ends or breaks, `idle` passes
+  // without a byte, or Cancel() (errors: kUnavailable; kAborted once cancelled).
+  // One stream at a time per client.
+  Status Stream(const std::string& method, const Json& body, std::chrono::milliseconds idle,
+                const std::function<bool(const Json&)>& on_message) const;
+  // Ends the Stream in progress, and every later one. Any thread.
+  void Cancel() const;
+
   static std::string Base64(std::string_view bytes);
   static Result<std::string> Unbase64(std::string_view text);
   // An int64 field of an answer (the gateway writes them as strings, and
@@ -74,6 +86,8 @@ class EtcdClient {
   mutable std::atomic<size_t> current_{0};
   mutable std::mutex mu_;
   mutable std::vector<std::vector<std::unique_ptr<httplib::Client>>> idle_;  // per endpoint
+  mutable httplib::Client* streaming_ = nullptr;  // under mu_: the Stream in progress
+  mutable bool cancelled_ = false;                // under mu_
 };
 
 }  // namespace unipool::store

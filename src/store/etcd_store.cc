@@ -1,13 +1,8 @@
 // The etcd Store (store.h, OpenEtcdStore): a KvCache whose revisions become
 // durable when the committer has written them to etcd.
 //
-// Layout under PREFIX in etcd:
-//   PREFIX/KEY   "CREATE MOD\n" + the value (the store's own revisions)
-//   PREFIX/#meta {"rev": R, "writer": W, "deleted": [[KEY, REV], ...]}: the
-//                store's revision after the last flush, which store instance
-//                wrote it, and the revisions of the keys that flush deleted
-//   PREFIX/#leader  the election's key (election.h); keys under PREFIX/# are
-//                never the store's
+// Its layout in etcd: etcd_snapshot.h.
+//
 // The committer writes every pending transaction of the store in one etcd
 // transaction per flush (group commit), the last operation on each key
 // only, with the new #meta; it holds only while #meta is as this store last
@@ -19,6 +14,8 @@
 #include <thread>
 
 #include "store/etcd_client.h"
+#include "store/etcd_mirror.h"
+#include "store/etcd_snapshot.h"
 #include "store/kv_cache.h"
 
 namespace unipool::store {
@@ -26,36 +23,11 @@ namespace {
 
 using Json = nlohmann::json;
 
-constexpr char kMeta[] = "/#meta";
-constexpr size_t kPageSize = 1000;
+// How long a takeover waits for the mirror to catch up with etcd.
+constexpr std::chrono::milliseconds kMirrorWait{2000};
 constexpr const char* kDeposed =
     "this server is no longer the leader (its term in etcd ended): every write is refused";
 constexpr size_t kMaxFlushBytes = 1 << 20;  // etcd takes 1.5 MiB a request by default
-
-std::string Wrap(int64_t create, int64_t mod, std::string_view value) {
-  return std::to_string(create) + " " + std::to_string(mod) + "\n" + std::string(value);
-}
-
-bool Unwrap(std::string_view stored, KeyValue* kv) {
-  const size_t nl = stored.find('\n');
-  const size_t sp = stored.find(' ');
-  if (nl == std::string_view::npos || sp == std::string_view::npos || sp > nl) return false;
-  try {
-    kv->create_revision = std::stoll(std::string(stored.substr(0, sp)));
-    kv->mod_revision = std::stoll(std::string(stored.substr(sp + 1, nl - sp - 1)));
-  } catch (const std::exception&) {
-    return false;
-  }
-  kv->value = std::string(stored.substr(nl + 1));
-  return kv->create_revision > 0 && kv->mod_revision >= kv->create_revision;
-}
-
-// The smallest key after every key that starts with `prefix`.
-std::string RangeEnd(std::string prefix) {
-  while (!prefix.empty() && static_cast<unsigned char>(prefix.back()) == 0xff) prefix.pop_back();
-  if (!prefix.empty()) ++prefix.back();
-  return prefix;
-}
 
 class EtcdStore final : public CachedStore {
  public:
@@ -79,8 +51,8 @@ class EtcdStore final : public CachedStore {
     if (committer_.joinable()) committer_.join();
   }
 
-  Status Open(bool create) {
-    Result<Snapshot> s = List();
+  Status Open(bool create, EtcdMirror* warm) {
+    Result<EtcdSnapshot> s = warm != nullptr ? FromMirror(*warm) : ListEtcdStore(client_, prefix_);
     if (!s.ok()) return s.status();
     if (s->meta_mod == 0 && !create) {
       return FailedPrecondition("etcd prefix " + prefix_ +
@@ -140,25 +112,34 @@ class EtcdStore final : public CachedStore {
     int64_t rev = 0;
     std::vector<PendingOp> ops;
   };
-  struct Snapshot {
-    std::vector<KeyValue> kvs;
-    int64_t revision = 0;  // the store's, from #meta
-    int64_t meta_mod = 0;  // etcd's mod_revision of #meta (0: none yet)
-    uint64_t writer = 0;
-  };
+  // The mirror's copy if it is of the #meta that etcd holds now, else a
+  // fresh read of the prefix. (Once elected, only this store writes #meta:
+  // the old leader's flushes fail their guard compare.)
+  Result<EtcdSnapshot> FromMirror(EtcdMirror& warm) const {
+    Result<Json> r = client_.Call("kv/range", {{"key", EtcdClient::Base64(EtcdKey(kEtcdMetaKey))}});
+    if (!r.ok()) return r.status();
+    const Json kvs = r->value("kvs", Json::array());
+    if (!kvs.empty()) {
+      std::optional<EtcdSnapshot> s =
+          warm.Take(EtcdClient::Int(kvs.front(), "mod_revision"), kMirrorWait);
+      if (s) return std::move(*s);
+    }
+    warm.Take(0, std::chrono::milliseconds(0));  // it is not needed any more
+    return ListEtcdStore(client_, prefix_);
+  }
 
   std::string EtcdKey(std::string_view key) const { return prefix_ + std::string(key); }
 
   Json MetaPut(int64_t rev, const Json& deleted) const {
     const Json meta{{"rev", rev}, {"writer", writer_}, {"deleted", deleted}};
     return {{"request_put",
-             {{"key", EtcdClient::Base64(EtcdKey(kMeta))},
+             {{"key", EtcdClient::Base64(EtcdKey(kEtcdMetaKey))},
               {"value", EtcdClient::Base64(meta.dump())}}}};
   }
 
   // A new store: #meta at revision 0, unless another server made it first.
   Status Create() {
-    const std::string meta_key = EtcdClient::Base64(EtcdKey(kMeta));
+    const std::string meta_key = EtcdClient::Base64(EtcdKey(kEtcdMetaKey));
     const Json txn{
         {"compare",
          {{{"key", meta_key}, {"target", "MOD"}, {"result", "EQUAL"}, {"mod_revision", 0}}}},
@@ -171,59 +152,6 @@ class EtcdStore final : public CachedStore {
     }
     meta_mod_ = EtcdClient::Int(r->value("header", Json::object()), "revision");
     return Status::Ok();
-  }
-
-  // Every key under the prefix at one etcd revision, a page at a time.
-  Result<Snapshot> List() const {
-    Snapshot s;
-    const std::string begin = prefix_ + "/", end = RangeEnd(prefix_ + "/");
-    std::string from = begin;
-    int64_t at = 0;
-    while (true) {
-      Json req{{"key", EtcdClient::Base64(from)},
-               {"range_end", EtcdClient::Base64(end)},
-               {"limit", kPageSize}};
-      if (at > 0) req["revision"] = at;
-      Result<Json> r = client_.Call("kv/range", req);
-      if (!r.ok()) return r.status();
-      if (at == 0) at = EtcdClient::Int(r->value("header", Json::object()), "revision");
-      const Json kvs = r->value("kvs", Json::array());
-      for (const Json& e : kvs) UNIPOOL_RETURN_IF_ERROR(Read(e, &s));
-      if (!r->value("more", false) || kvs.empty()) break;
-      Result<std::string> last = EtcdClient::Unbase64(kvs.back().value("key", ""));
-      if (!last.ok()) return last.status();
-      from = *last + std::string(1, '\0');
-    }
-    return s;
-  }
-
-  // One key of a List into `s`.
-  Status Read(const Json& e, Snapshot* s) const {
-    Result<std::string> key = EtcdClient::Unbase64(e.value("key", ""));
-    Result<std::string> value = EtcdClient::Unbase64(e.value("value", ""));
-    if (!key.ok()) return key.status();
-    if (!value.ok()) return value.status();
-    const std::string k = key->substr(prefix_.size());
-    if (k == kMeta) {
-      const Json meta = Json::parse(*value, nullptr, false);
-      if (!meta.is_object()) return BadKey(k);
-      s->revision = meta.value("rev", int64_t{0});
-      s->writer = meta.value("writer", uint64_t{0});
-      s->meta_mod = EtcdClient::Int(e, "mod_revision");
-      return Status::Ok();
-    }
-    if (k.starts_with("/#")) return Status::Ok();  // the servers' own: the election's key
-    KeyValue kv;
-    kv.key = k;
-    if (!Unwrap(*value, &kv)) return BadKey(k);
-    s->kvs.push_back(std::move(kv));
-    return Status::Ok();
-  }
-
-  Status BadKey(const std::string& key) const {
-    return FailedPrecondition("etcd key " + prefix_ + key +
-                              " was not written by unipool: give the server a prefix of its own "
-                              "(--etcd-prefix)");
   }
 
   void CommitLoop() {
@@ -271,15 +199,16 @@ class EtcdStore final : public CachedStore {
     for (const auto& [key, at] : last) {
       const auto& [op, rev] = at;
       if (op->value) {
-        ops.push_back({{"request_put",
-                        {{"key", EtcdClient::Base64(EtcdKey(key))},
-                         {"value", EtcdClient::Base64(Wrap(op->create, rev, *op->value))}}}});
+        ops.push_back(
+            {{"request_put",
+              {{"key", EtcdClient::Base64(EtcdKey(key))},
+               {"value", EtcdClient::Base64(WrapEtcdValue(op->create, rev, *op->value))}}}});
       } else {
         ops.push_back({{"request_delete_range", {{"key", EtcdClient::Base64(EtcdKey(key))}}}});
         deleted.push_back({key, rev});
       }
     }
-    const std::string meta_key = EtcdClient::Base64(EtcdKey(kMeta));
+    const std::string meta_key = EtcdClient::Base64(EtcdKey(kEtcdMetaKey));
     ops.push_back(MetaPut(batch[end - 1].rev, deleted));
     Json compare = {
         {{"key", meta_key}, {"target", "MOD"}, {"result", "EQUAL"}, {"mod_revision", meta_mod_}}};
@@ -320,7 +249,7 @@ class EtcdStore final : public CachedStore {
   // flush landed and counts as written (the next one meets the trouble
   // itself); otherwise `why`, and the writes are undone.
   Status LandedAnyway(int64_t rev, const Status& why) {
-    const Json req{{"key", EtcdClient::Base64(EtcdKey(kMeta))}};
+    const Json req{{"key", EtcdClient::Base64(EtcdKey(kEtcdMetaKey))}};
     Result<Json> r = client_.Call("kv/range", req);
     if (r.ok()) {
       for (const Json& kv : r->value("kvs", Json::array())) {
@@ -373,7 +302,7 @@ class EtcdStore final : public CachedStore {
         std::unique_lock lock(mu_);
         if (wake_.wait_for(lock, std::chrono::seconds(1), [&] { return stop_; })) return false;
       }
-      Result<Snapshot> s = List();
+      Result<EtcdSnapshot> s = ListEtcdStore(client_, prefix_);
       if (!s.ok()) continue;
       std::lock_guard lock(mu_);
       const bool ours = s->writer == writer_ || s->meta_mod == meta_mod_;
@@ -413,7 +342,7 @@ class EtcdStore final : public CachedStore {
 }  // namespace
 
 Result<std::unique_ptr<Store>> OpenEtcdStore(const EtcdOptions& options, bool create,
-                                             size_t history) {
+                                             size_t history, EtcdMirror* warm) {
   if (options.endpoints.empty()) return InvalidArgument("etcd: no endpoints (--etcd-endpoints)");
   if (options.prefix.empty() || options.prefix.back() == '/') {
     return InvalidArgument("etcd prefix '" + options.prefix +
@@ -421,7 +350,7 @@ Result<std::unique_ptr<Store>> OpenEtcdStore(const EtcdOptions& options, bool cr
   }
   auto s = std::make_unique<EtcdStore>(options, history);
   if (options.max_txn_ops < 2) return InvalidArgument("etcd: max_txn_ops must be at least 2");
-  UNIPOOL_RETURN_IF_ERROR(s->Open(create));
+  UNIPOOL_RETURN_IF_ERROR(s->Open(create, warm));
   return std::unique_ptr<Store>(std::move(s));
 }
 

@@ -11,23 +11,16 @@ Result<int64_t> Store::Commit(const Txn& txn) {
   return rev;
 }
 
-void KvCache::Load(std::vector<KeyValue> kvs, int64_t revision) {
+void KvCache::Load(KvMap kvs, int64_t revision) {
   std::lock_guard lock(mu_);
-  for (KeyValue& kv : kvs) {
-    std::string key = kv.key;
-    kvs_.emplace(std::move(key), std::move(kv));
-  }
+  kvs_ = std::move(kvs);
   revision_ = durable_ = floor_ = revision;
 }
 
-void KvCache::Reset(std::vector<KeyValue> kvs, int64_t revision) {
+void KvCache::Reset(KvMap kvs, int64_t revision) {
   {
     std::lock_guard lock(mu_);
-    kvs_.clear();
-    for (KeyValue& kv : kvs) {
-      std::string key = kv.key;
-      kvs_.emplace(std::move(key), std::move(kv));
-    }
+    kvs_ = std::move(kvs);
     history_.clear();
     undo_.clear();
     // Never below a number given out before: a reverted revision's syncer

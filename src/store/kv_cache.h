@@ -12,16 +12,19 @@
 
 namespace unipool::store {
 
+// The store's keys as kept in memory, ordered for ranges.
+using KvMap = std::map<std::string, KeyValue, std::less<>>;
+
 class KvCache {
  public:
   explicit KvCache(size_t history) : history_limit_(history) {}
 
   // Loads the state found on disk. REQUIRES: before any other call.
-  void Load(std::vector<KeyValue> kvs, int64_t revision);
+  void Load(KvMap kvs, int64_t revision);
   // Replaces every key with a fresh copy of the durable state at
   // `revision`; watchers from before it must list again, and failures()
   // grows so that users of the store rebuild what they derived from it.
-  void Reset(std::vector<KeyValue> kvs, int64_t revision);
+  void Reset(KvMap kvs, int64_t revision);
   // Read-only with `why` (as after a failed write) until SetWritable().
   void SetReadOnly(const Status& why);
 
@@ -60,7 +63,7 @@ class KvCache {
   const size_t history_limit_;
   mutable std::mutex mu_;
   std::condition_variable changed_;
-  std::map<std::string, KeyValue, std::less<>> kvs_;
+  KvMap kvs_;
   int64_t revision_ = 0;
   int64_t durable_ = 0;
   int64_t floor_ = 0;  // history holds every event with revision > floor_

@@ -40,7 +40,7 @@ class Db {
   // another schema and an unknown format.
   Status Open(const std::string& path, bool create);
   // Every record, range-checked against the revision.
-  Result<std::pair<std::vector<KeyValue>, int64_t>> Load();
+  Result<std::pair<KvMap, int64_t>> Load();
   Status Write(const std::vector<std::pair<int64_t, Txn>>& batch);
   Status Probe();
 
@@ -160,8 +160,8 @@ Status Db::Open(const std::string& path, bool create) {
   return Status::Ok();
 }
 
-Result<std::pair<std::vector<KeyValue>, int64_t>> Db::Load() {
-  std::vector<KeyValue> kvs;
+Result<std::pair<KvMap, int64_t>> Db::Load() {
+  KvMap kvs;
   sqlite3_stmt* s = nullptr;
   if (sqlite3_prepare_v2(db_, "SELECT key, value, create_revision, mod_revision FROM kv", -1, &s,
                          nullptr) != SQLITE_OK) {
@@ -180,7 +180,8 @@ Result<std::pair<std::vector<KeyValue>, int64_t>> Db::Load() {
                     sqlite3_column_bytes(s, 1));
     kv.create_revision = sqlite3_column_int64(s, 2);
     kv.mod_revision = sqlite3_column_int64(s, 3);
-    kvs.push_back(std::move(kv));
+    std::string key = kv.key;
+    kvs.insert_or_assign(std::move(key), std::move(kv));
   }
   sqlite3_finalize(s);
   if (rc != SQLITE_DONE) return Error("read keys");  // never start from half a store
@@ -193,7 +194,7 @@ Result<std::pair<std::vector<KeyValue>, int64_t>> Db::Load() {
   if (rc == SQLITE_ROW) revision = sqlite3_column_int64(s, 0);
   sqlite3_finalize(s);
   if (rc != SQLITE_ROW) return Error("read revision");
-  for (const KeyValue& kv : kvs) {
+  for (const auto& [key, kv] : kvs) {
     const bool ok = !kv.key.empty() && kv.key[0] == '/' && kv.create_revision >= 1 &&
                     kv.create_revision <= kv.mod_revision && kv.mod_revision <= revision;
     if (!ok) {

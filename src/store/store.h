@@ -140,6 +140,8 @@ Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& dir, bool crea
 // and in a record at PREFIX/#meta, and writes its transactions in batches
 // (group commit: one etcd transaction per flush, guarded by a compare on
 // that record, so two servers can never both write under one prefix).
+class EtcdMirror;
+
 struct EtcdOptions {
   std::vector<std::string> endpoints;  // "http://host:2379" or "https://..."
   std::string prefix = "/unipool";     // no trailing '/'
@@ -158,7 +160,11 @@ struct EtcdOptions {
 // `create`, an empty prefix becomes a new store; without, it is refused
 // (as OpenSqliteStore refuses an empty directory). Errors (one line): no
 // endpoint answers; a key under the prefix that this store did not write.
+// `warm` (optional, not owned): a follower's mirror of the prefix
+// (etcd_mirror.h); when it holds exactly the state etcd has now, the store
+// starts from it instead of reading the prefix (the mirror is used up).
 Result<std::unique_ptr<Store>> OpenEtcdStore(const EtcdOptions& options, bool create,
-                                             size_t history = 100000);
+                                             size_t history = 100000,
+                                             EtcdMirror* warm = nullptr);
 
 }  // namespace unipool::store
