@@ -4,7 +4,9 @@
 # (--assume-nodes-up: no agents), JOBS submitted through the leader
 # (default 100,000: 80,000 run, the rest wait), then the leader is killed
 # (kill -9) ROUNDS times (default 3); each round prints how long until the
-# other server's /readyz is 200, and the etcd database size.
+# other server's /readyz is 200, and the etcd database size. Between
+# rounds, SETTLE seconds (default 40) let the restarted follower's mirror
+# of the store catch up.
 #
 #   bench/failover.sh            # JOBS=100000 ROUNDS=3
 #
@@ -63,4 +65,6 @@ for r in $(seq 1 "$rounds"); do
   printf 'round %d: takeover %.2f s with %s live jobs; etcd db %.1f MiB\n' \
     "$r" "$(python3 -c "print($t1 - $t0)")" "$live" "$(python3 -c "print($db / 1048576)")"
   start "$leader" 2>/dev/null  # comes back as a follower
+  # ...whose mirror of the store reads etcd whole first: give it time.
+  [ "$r" = "$rounds" ] || sleep "${SETTLE:-40}"
 done

@@ -162,12 +162,55 @@ struct Stopper {
   }
 };
 
+// The leader's hold on its term: renews the election's lease from the
+// moment the term began (opening the store and rebuilding the state take
+// seconds with a big state: longer than a lease can go unrenewed), and
+// stops the server once it runs, or keeps it from running, when the term
+// is lost.
+class TermHolder {
+ public:
+  TermHolder(store::Election* election, server::Logger& log) : election_(election) {
+    if (election_ == nullptr) return;
+    thread_ = std::thread([this, &log] {
+      const std::string why = election_->HoldUntilLost();
+      if (why == "stopped") return;
+      log.Error("server", "lost the leadership: " + why + "; stopping (restart it to follow)");
+      std::lock_guard lock(mu_);
+      lost_ = true;
+      if (server_ != nullptr) server_->Stop();
+    });
+  }
+  ~TermHolder() {
+    if (election_ == nullptr) return;
+    election_->Stop();
+    thread_.join();
+  }
+  // The server to stop from now on; false when the term was lost already.
+  bool Hold(server::Server* s) {
+    std::lock_guard lock(mu_);
+    server_ = s;
+    return !lost_;
+  }
+  bool lost() {
+    std::lock_guard lock(mu_);
+    return lost_;
+  }
+
+ private:
+  store::Election* const election_;
+  std::mutex mu_;
+  server::Server* server_ = nullptr;
+  bool lost_ = false;
+  std::thread thread_;
+};
+
 // The control plane on this process: opens the store (as leader under
 // `election`, when there is one) and serves until stopped or, as leader,
 // until the term is lost (then it exits non-zero: a supervisor starts it
 // again, as a follower).
 int ServeControlPlane(ServerFlags& f, server::Logger& log, Stopper& stopper,
                       store::Election* election) {
+  TermHolder term(election, log);
   Result<std::unique_ptr<server::Server>> s = server::Server::Open(f.opt, log);
   if (!s.ok()) {
     std::cerr << "error: " << s.status().ToString() << "\n";
@@ -179,34 +222,21 @@ int ServeControlPlane(ServerFlags& f, server::Logger& log, Stopper& stopper,
     return kExitFailed;
   }
   server::Server& srv = **s;
+  if (!term.Hold(&srv)) return kExitFailed;
   stopper.Set([&srv, election] {
     if (election) election->Stop();
     srv.Stop();
   });
   std::cout << "unipool server listening on " << srv.url() << std::endl;
   WriteAddress(f, srv.url());
-  std::atomic<bool> lost{false};
-  std::thread holder;
-  if (election) {
-    holder = std::thread([&] {
-      const std::string why = election->HoldUntilLost();
-      if (why == "stopped") return;
-      log.Error("server", "lost the leadership: " + why + "; stopping (restart it to follow)");
-      lost = true;
-      srv.Stop();
-    });
-  }
   Status st = srv.Run();
-  if (election) {
-    election->Stop();
-    holder.join();
-  }
   stopper.Set(nullptr);
+  term.Hold(nullptr);
   if (!st.ok()) {
     log.Error("server", "stopped on a fatal error: " + st.message());
     return kExitFailed;
   }
-  if (lost) return kExitFailed;
+  if (term.lost()) return kExitFailed;
   log.Info("server", "stopped");
   return kExitOk;
 }
