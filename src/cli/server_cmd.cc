@@ -15,6 +15,7 @@
 #include "cli/daemon.h"
 #include "io/yaml_fields.h"
 #include "server/follower.h"
+#include "server/job_prefetch.h"
 #include "server/server.h"
 #include "store/election.h"
 #include "store/etcd_mirror.h"
@@ -280,8 +281,11 @@ int RunHighlyAvailable(ServerFlags& f, server::Logger& log, Stopper& stopper) {
   log.Info("server", "following: campaigning for the leadership", {{"url", url}});
   // A copy of the store, kept current while following: the takeover
   // starts from it (etcd_mirror.h).
+  server::JobPrefetch prefetch;
   store::EtcdMirror mirror(f.opt.etcd);
+  prefetch.Follow(mirror);
   f.opt.etcd_mirror = &mirror;
+  f.opt.prefetch = &prefetch;
   const int64_t term = election->Campaign();
   if (term == 0) return kExitOk;  // stopped
   // The address passes to the leader's API without ever closing: clients

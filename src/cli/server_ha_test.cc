@@ -111,7 +111,8 @@ TEST_F(ServerHaTest, KillNineOfTheLeaderTenTimesLosesNothing) {
   });
   std::mt19937 rng(20261202);
   std::vector<double> takeover_s;
-  int warm = 0;  // takeovers from the mirror
+  int warm = 0;        // takeovers from the mirror
+  int prefetched = 0;  // ...that took parsed job records
   for (int round = 0; round < 10; ++round) {
     std::this_thread::sleep_for(std::chrono::milliseconds(300 + rng() % 1200));
     const int leader = Leader();
@@ -121,9 +122,9 @@ TEST_F(ServerHaTest, KillNineOfTheLeaderTenTimesLosesNothing) {
     const int next = Leader(30, leader);
     ASSERT_GE(next, 0) << "round " << round << ": no server took over";
     takeover_s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-    warm += servers_[next]
-                ->Call("GET", "/metrics", "admin")
-                .body.find("\nunipool_store_opened_from_mirror 1\n") != std::string::npos;
+    const std::string metrics = servers_[next]->Call("GET", "/metrics", "admin").body;
+    warm += metrics.find("\nunipool_store_opened_from_mirror 1\n") != std::string::npos;
+    prefetched += metrics.find("\nunipool_server_start_prefetched_jobs 0\n") == std::string::npos;
     servers_[leader]->Start();  // back, as a follower
   }
   std::this_thread::sleep_for(500ms);
@@ -146,6 +147,8 @@ TEST_F(ServerHaTest, KillNineOfTheLeaderTenTimesLosesNothing) {
   // not all), and lost nothing doing so (above).
   std::printf("%d of 10 takeovers started from the follower's mirror\n", warm);
   EXPECT_GE(warm, 5);
+  std::printf("%d of 10 takeovers restored jobs their follower had parsed\n", prefetched);
+  EXPECT_GE(prefetched, 5);
 }
 
 // A leader paused past its term (SIGSTOP) wakes up deposed: the request it

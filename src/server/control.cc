@@ -9,6 +9,7 @@
 
 #include "io/time_format.h"
 #include "server/control_internal.h"
+#include "server/job_prefetch.h"
 #include "server/records.h"
 
 namespace unipool::server {
@@ -45,14 +46,19 @@ std::optional<JobState> ParseJobState(const std::string& s) {
 
 // Parses stored job records on every core: most of a restart's time.
 static std::vector<std::optional<Result<JobRecord>>> ParseJobs(
-    const std::vector<store::KeyValue>& kvs) {
+    const std::vector<store::KeyValue>& kvs, JobPrefetch* prefetch) {
   std::vector<std::optional<Result<JobRecord>>> out(kvs.size());
+  if (prefetch != nullptr) {
+    for (size_t i = 0; i < kvs.size(); ++i) {
+      if (std::optional<JobRecord> r = prefetch->Take(kvs[i])) out[i] = std::move(*r);
+    }
+  }
   const size_t threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 16);
   std::vector<std::thread> pool;
   for (size_t t = 0; t < threads; ++t) {
     pool.emplace_back([&, t] {
       for (size_t i = t; i < kvs.size(); i += threads) {
-        out[i] = JobFromJson(Json::parse(kvs[i].value, nullptr, false));
+        if (!out[i]) out[i] = JobFromJson(Json::parse(kvs[i].value, nullptr, false));
       }
     });
   }
@@ -191,7 +197,7 @@ Status ControlPlane::Recover() {
   const Time now = Now();
   int64_t restored = 0;
   const std::vector<store::KeyValue> kvs = store_.Range("/jobs/");
-  std::vector<std::optional<Result<JobRecord>>> parsed = ParseJobs(kvs);
+  std::vector<std::optional<Result<JobRecord>>> parsed = ParseJobs(kvs, options_.prefetch);
   for (size_t i = 0; i < kvs.size(); ++i) {
     Result<JobRecord>& rec = *parsed[i];
     if (!rec.ok()) {

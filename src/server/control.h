@@ -40,6 +40,8 @@
 
 namespace unipool::server {
 
+class JobPrefetch;
+
 enum class JobState { kPending, kRunning, kPreempting, kSucceeded, kFailed, kCancelled };
 const char* JobStateName(JobState s);
 std::optional<JobState> ParseJobState(const std::string& s);
@@ -194,6 +196,9 @@ struct ControlOptions {
   // both. Not owned; outlives the ControlPlane.
   store::History* history = nullptr;
   Duration history_retention = Seconds(3600);
+  // Not null: job records a follower parsed already (job_prefetch.h), used
+  // by the rebuild where they match the store. Not owned.
+  JobPrefetch* prefetch = nullptr;
 };
 
 class ControlPlane {
@@ -400,7 +405,7 @@ class ControlPlane {
   Result<JobRecord> FromHistory(int64_t id, const Scope& scope, std::string* events) const;
   void ListArchived(const JobFilter& f, const Scope& scope, std::vector<JobRecord>& out,
                     bool* more) const;
-  struct Archived {                 // a job copied to the history
+  struct Archived {  // a job copied to the history
     int64_t id = 0;
     int64_t events = 0;             // its events then (more since: archived again first)
     std::vector<std::string> keys;  // its keys in the store, the record last
@@ -438,7 +443,7 @@ class ControlPlane {
   std::map<std::string, std::string> node_tokens_;  // token hash -> node
   int64_t next_id_ = 1;
   std::mt19937_64 ports_{std::random_device{}()};  // for PickMasterPort
-  int64_t rebuilt_failures_ = 0;  // store_.failures() at the last rebuild
+  int64_t rebuilt_failures_ = 0;                   // store_.failures() at the last rebuild
 };
 
 }  // namespace unipool::server

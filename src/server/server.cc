@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "io/cluster_reader.h"
+#include "server/job_prefetch.h"
 #include "store/etcd_mirror.h"
 
 namespace unipool::server {
@@ -17,6 +18,8 @@ void DeclareStartMetrics(Metrics& m) {
   m.Declare("unipool_store_opened_from_mirror", T::kGauge,
             "1 when this leader's store started from its follower's mirror of etcd, 0 when it "
             "read the store whole");
+  m.Declare("unipool_server_start_prefetched_jobs", T::kGauge,
+            "Job records this leader's rebuild took already parsed from its time as a follower");
 }
 
 void DeclareMaintenanceMetrics(Metrics& m) {
@@ -85,15 +88,20 @@ Result<std::unique_ptr<Server>> Server::Open(const ServerOptions& options, Logge
   // times the depth at most, so a deep queue on a full cluster is not
   // walked whole in every pass (which holds the state).
   copt.sched.max_jobs_examined_per_cycle = 10 * options.max_attempts_per_cycle;
+  copt.prefetch = options.prefetch;
+  const size_t prefetched = options.prefetch ? options.prefetch->size() : 0;
   Result<std::unique_ptr<ControlPlane>> cp =
       ControlPlane::Open(*s->topo_, *s->store_, copt, s->metrics_, log);
   if (!cp.ok()) return cp.status();
   s->control_ = std::move(cp).value();
-  log.Info("control", "state rebuilt", {{"ms", ms_since(t1)}});
+  const int64_t used =
+      options.prefetch ? static_cast<int64_t>(prefetched - options.prefetch->size()) : 0;
+  log.Info("control", "state rebuilt", {{"ms", ms_since(t1)}, {"prefetched_jobs", used}});
   DeclareStartMetrics(s->metrics_);
   s->metrics_.Set("unipool_server_start_seconds", {{"phase", "store"}}, store_ms / 1000.0);
   s->metrics_.Set("unipool_server_start_seconds", {{"phase", "state"}}, ms_since(t1) / 1000.0);
   s->metrics_.Set("unipool_store_opened_from_mirror", {}, warm ? 1 : 0);
+  s->metrics_.Set("unipool_server_start_prefetched_jobs", {}, static_cast<double>(used));
 
   ApiOptions aopt;
   aopt.tokens_path = options.tokens_path;

@@ -15,6 +15,8 @@
 
 namespace unipool::server {
 
+class JobPrefetch;
+
 struct ServerOptions {
   std::string cluster_path;  // the cluster file (nodes and tiers)
   std::string data_dir = "unipool-data";
@@ -25,6 +27,8 @@ struct ServerOptions {
   // --ha: the follower's mirror of the etcd store (not owned; may be null):
   // the takeover starts from it instead of reading etcd whole.
   store::EtcdMirror* etcd_mirror = nullptr;
+  // --ha: the job records the follower parsed from its mirror (not owned).
+  JobPrefetch* prefetch = nullptr;
   bool init = false;  // create the store when the data directory has none
   std::string tokens_path;
   std::string host = "127.0.0.1";

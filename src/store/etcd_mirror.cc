@@ -43,6 +43,16 @@ std::optional<EtcdSnapshot> EtcdMirror::Take(int64_t meta_mod, milliseconds wait
   return taken;
 }
 
+void EtcdMirror::Observe(Observer observer) {
+  std::lock_guard lock(mu_);
+  observer_ = std::move(observer);
+  if (!listed_) return;
+  if (observer_.reset) observer_.reset();
+  if (observer_.changed) {
+    for (const auto& [key, kv] : copy_.kvs) observer_.changed(key, &kv);
+  }
+}
+
 EtcdMirror::Stats EtcdMirror::stats() const {
   std::lock_guard lock(mu_);
   Stats s = stats_;
@@ -79,6 +89,10 @@ Status EtcdMirror::FollowOnce() {
     if (stop_) return Status::Ok();
     copy_ = std::move(s).value();
     listed_ = true;
+    if (observer_.reset) observer_.reset();
+    if (observer_.changed) {
+      for (const auto& [key, kv] : copy_.kvs) observer_.changed(key, &kv);
+    }
     ++stats_.lists;
     from = copy_.etcd_revision + 1;
     changed_.notify_all();
@@ -107,10 +121,16 @@ bool EtcdMirror::OnAnswer(const Json& answer, Status* why) {
   if (stop_ || !listed_) return false;
   for (const Json& e : events) {
     const Json kv = e.value("kv", Json::object());
-    const Status st = ApplyEtcdKv(kv, prefix_, e.value("type", "") == "DELETE", &copy_);
+    const bool deleted = e.value("type", "") == "DELETE";
+    std::string key;
+    const Status st = ApplyEtcdKv(kv, prefix_, deleted, &copy_, &key);
     if (!st.ok()) {
       *why = FailedPrecondition(st.message());
       return false;
+    }
+    if (observer_.changed && !key.empty()) {
+      auto it = copy_.kvs.find(key);
+      observer_.changed(key, it == copy_.kvs.end() ? nullptr : &it->second);
     }
     copy_.etcd_revision = std::max(copy_.etcd_revision, EtcdClient::Int(kv, "mod_revision"));
   }

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -34,6 +35,18 @@ class EtcdMirror {
   ~EtcdMirror();  // stops following
   EtcdMirror(const EtcdMirror&) = delete;
   EtcdMirror& operator=(const EtcdMirror&) = delete;
+
+  // Called, in the mirror's thread, with every key of the store the copy
+  // gains or changes (`kv`) or loses (nullptr), in order; after a fresh
+  // read of the prefix, `reset` first, then every key. For work a new
+  // leader would otherwise do at once (server/job_prefetch.h parses the
+  // jobs). Must not call back into the mirror. REQUIRES: set before the
+  // mirror has a copy, i.e. right after construction; once.
+  struct Observer {
+    std::function<void()> reset;
+    std::function<void(std::string_view key, const KeyValue* kv)> changed;
+  };
+  void Observe(Observer observer);
 
   // The copy, once it holds #meta at etcd mod revision `meta_mod` (waits up
   // to `wait` for it to get there), or nullopt: not there in time, past it,
@@ -67,6 +80,7 @@ class EtcdMirror {
   bool listed_ = false;  // copy_ is a whole copy at copy_.etcd_revision
   EtcdSnapshot copy_;
   Stats stats_;
+  Observer observer_;  // under mu_
   std::thread thread_;
 };
 

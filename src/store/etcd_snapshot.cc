@@ -39,7 +39,9 @@ std::string EtcdRangeEnd(std::string prefix) {
   return prefix;
 }
 
-Status ApplyEtcdKv(const Json& e, const std::string& prefix, bool deleted, EtcdSnapshot* s) {
+Status ApplyEtcdKv(const Json& e, const std::string& prefix, bool deleted, EtcdSnapshot* s,
+                   std::string* changed) {
+  if (changed != nullptr) changed->clear();
   Result<std::string> key = EtcdClient::Unbase64(e.value("key", ""));
   if (!key.ok()) return key.status();
   if (key->size() <= prefix.size() || !key->starts_with(prefix)) {
@@ -58,6 +60,7 @@ Status ApplyEtcdKv(const Json& e, const std::string& prefix, bool deleted, EtcdS
     return Status::Ok();
   }
   if (k.starts_with("/#")) return Status::Ok();  // the servers' own: the election's key
+  if (changed != nullptr) *changed = k;
   if (deleted) {
     s->kvs.erase(k);
     return Status::Ok();

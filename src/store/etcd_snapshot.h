@@ -49,9 +49,10 @@ std::string EtcdRangeEnd(std::string prefix);
 // and value, mod_revision) that was put under `prefix` to `s`; a deletion
 // when `deleted` (only its key is read). Keys under PREFIX/# other than
 // #meta are skipped. Errors: kFailedPrecondition naming a key that unipool
-// did not write (the prefix is shared with something else).
+// did not write (the prefix is shared with something else). `*key` (when
+// given) becomes the store's key that changed, "" for #meta and skipped keys.
 Status ApplyEtcdKv(const nlohmann::json& kv, const std::string& prefix, bool deleted,
-                   EtcdSnapshot* s);
+                   EtcdSnapshot* s, std::string* key = nullptr);
 
 // Every key under `prefix`, at one etcd revision, a page at a time.
 Result<EtcdSnapshot> ListEtcdStore(const EtcdClient& client, const std::string& prefix);
