@@ -10,9 +10,11 @@
 // Thread safety: every method may be called from any thread.
 #pragma once
 
+#include <condition_variable>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <unordered_map>
 
 #include "server/records.h"
@@ -30,13 +32,24 @@ class JobPrefetch {
   // The record parsed from `kv` (key and mod_revision), given away; nullopt
   // when none was (the caller parses it).
   std::optional<JobRecord> Take(const store::KeyValue& kv);
-  size_t size() const;
+  size_t size() const;  // records parsed and waiting to be
+
+  JobPrefetch();
+  ~JobPrefetch();
 
  private:
   void Changed(std::string_view key, const store::KeyValue* kv);
+  void ParseLoop();
 
   mutable std::mutex mu_;
+  std::condition_variable wake_;
+  bool stop_ = false;
   std::unordered_map<std::string, std::pair<int64_t, JobRecord>> jobs_;  // key: revision, record
+  // Records received, parsed by a thread of low priority a batch at a
+  // time, so that a record written twice meanwhile is parsed once and the
+  // leader's work (on a shared machine) comes first.
+  std::unordered_map<std::string, store::KeyValue> raw_;
+  std::thread parser_;
 };
 
 }  // namespace unipool::server
