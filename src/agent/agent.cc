@@ -185,8 +185,15 @@ void Agent::ServeLogs() {
                  res.set_content("unauthorized", "text/plain");
                  return;
                }
+               int64_t generation = 0;
+               if (!io::ParseInt64(req.get_param_value("generation"), &generation) ||
+                   generation < 0) {
+                 res.status = 400;
+                 res.set_content("generation: expected a run number", "text/plain");
+                 return;
+               }
                const std::string dir = options_.work_dir + "/jobs/" + std::string(req.matches[1]) +
-                                       "/run-" + req.get_param_value("generation");
+                                       "/run-" + std::to_string(generation);
                const int rank = std::stoi(req.matches[2]);
                // The log of the process that runs `rank`: rank-R.log, else the
                // per-node process's log with the highest first rank below it.
@@ -519,8 +526,12 @@ void Agent::Finish(int64_t job, LocalRun& run) {
   // A process that failed because a peer went away says so: the server
   // waits to learn whether the peer's node was lost (a disruption).
   const bool peer_lost = bad && PeerLost(TailLog(bad->log_path, 8192));
+  Json data = Json::object();
+  if (peer_lost) data["peerLost"] = true;
+  if (bad && bad->exit_code >= 0) data["exitCode"] = bad->exit_code;
+  if (bad && bad->exit_code < 0) data["signal"] = bad->signal;
   Report(job, run.generation, "failed", why + " (node " + options_.node + ")",
-         peer_lost ? Json{{"peerLost", true}} : Json());
+         data.empty() ? Json() : data);
 }
 
 // Where rank 0 runs: a run that reported a step and then did not advance for

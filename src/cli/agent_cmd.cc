@@ -1,4 +1,4 @@
-// `unipool agent` (the node agent) and `unipool logs` (a job's logs).
+// `unipool agent` (the node agent) and its watchdog.
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -108,55 +108,6 @@ int RunAgent(AgentFlags& f) {
   return kExitOk;
 }
 
-// ---- logs --------------------------------------------------------------------
-
-struct LogsFlags {
-  ClientConfig config;
-  std::string job;
-  int rank = 0;
-  bool follow = false;
-};
-
-int RunLogs(LogsFlags& f) {
-  if (Status st = ResolveClientConfig(&f.config); !st.ok()) {
-    std::cerr << "error: " << st.message() << "\n";
-    return kExitBadInput;
-  }
-  Client client(f.config);
-  int64_t offset = 0;
-  while (true) {
-    Result<Json> job = client.Call("GET", "/v1/jobs/" + f.job);
-    if (!job.ok()) {
-      std::cerr << "error: " << job.status().message() << "\n";
-      return ExitCodeFor(job.status());
-    }
-    std::map<std::string, std::string> headers;
-    Result<Json> text = client.Call("GET",
-                                    "/v1/jobs/" + f.job + "/logs?rank=" + std::to_string(f.rank) +
-                                        "&offset=" + std::to_string(offset),
-                                    "", "application/json", 30, &headers);
-    bool more = false;  // a chunk came: the next may follow at once
-    if (text.ok() && text->is_string()) {
-      const std::string s = text->get<std::string>();
-      std::cout << s << std::flush;
-      more = !s.empty();
-      // Where the log goes on: past what was read, or past what rotated away.
-      int64_t next = 0;
-      offset = io::ParseInt64(headers["X-Unipool-Offset"], &next) && next >= offset
-                   ? next
-                   : offset + static_cast<int64_t>(s.size());
-    } else if (!text.ok() && !f.follow) {
-      std::cerr << "error: " << text.status().message() << "\n";
-      return ExitCodeFor(text.status());
-    }
-    if (more) continue;  // the whole log (it comes in chunks of 1 MiB at most)
-    const std::string state = (*job)["state"];
-    const bool ended = state == "Succeeded" || state == "Failed" || state == "Cancelled";
-    if (!f.follow || (ended && text.ok())) return kExitOk;
-    std::this_thread::sleep_for(std::chrono::seconds(1));
-  }
-}
-
 }  // namespace
 
 void AddAgentCommands(CLI::App& app, int& exit_code) {
@@ -236,15 +187,6 @@ void AddAgentCommands(CLI::App& app, int& exit_code) {
   cmd->add_option("--cgroup", w->first);
   cmd->add_option("--tag", w->second)->required();
   cmd->callback([w, &exit_code] { exit_code = agent::RunWatchdog(3, 4, w->first, w->second); });
-
-  auto l = std::make_shared<LogsFlags>();
-  cmd = app.add_subcommand("logs", "Print a job's log (one rank), read from its node's agent");
-  cmd->add_option("JOB", l->job, "job id")->required();
-  cmd->add_option("--rank", l->rank, "global rank")->capture_default_str();
-  cmd->add_flag("-f,--follow", l->follow, "keep printing until the job ends");
-  cmd->add_option("--server", l->config.server, "server URL (else $UNIPOOL_SERVER)");
-  cmd->add_option("--token", l->config.token, "bearer token (else $UNIPOOL_TOKEN)");
-  cmd->callback([l, &exit_code] { exit_code = RunLogs(*l); });
 }
 
 }  // namespace unipool::cli

@@ -147,6 +147,12 @@ Result<Json> Client::Call(const std::string& method, const std::string& path,
   if (j.is_object() && j.contains("error") && j["error"].is_object()) {
     message = j["error"].value("message", message);
   }
+  if (res->status == 401) {
+    message += config_.token.empty()
+                   ? "; no token given: set UNIPOOL_TOKEN, pass --token, or put token: in "
+                     "~/.config/unipool/config.yaml"
+                   : "; check the token in --token, UNIPOOL_TOKEN or the config file";
+  }
   return Status(CodeOf(res->status), message);
 }
 

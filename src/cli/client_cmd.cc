@@ -10,6 +10,8 @@
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "io/cluster_reader.h"
+#include "io/resource_tables.h"
+#include "io/suggest.h"
 #include "io/table.h"
 #include "io/text.h"
 #include "io/yaml_fields.h"
@@ -17,6 +19,15 @@
 
 namespace unipool::cli {
 namespace {
+
+using io::Cell;
+using io::Clip;
+using io::DidYouMean;
+using io::ElapsedCell;
+using io::ExitCell;
+using io::Kind;
+using io::KindOf;
+using io::ObjectName;
 
 struct Common {
   ClientConfig config;
@@ -28,8 +39,8 @@ void AddCommon(CLI::App* cmd, Common& c, bool output = true) {
   cmd->add_option("--token", c.config.token, "bearer token (else $UNIPOOL_TOKEN, config file)");
   cmd->add_option("--ca-cert", c.config.ca_cert, "PEM file to trust for https");
   if (output) {
-    cmd->add_option("-o,--output", c.output, "wide, json or yaml")
-        ->check(CLI::IsMember({"wide", "json", "yaml"}));
+    cmd->add_option("-o,--output", c.output, "wide, json, yaml or name (kind/name per line)")
+        ->check(CLI::IsMember({"wide", "json", "yaml", "name"}));
   }
 }
 
@@ -90,102 +101,10 @@ void Print(const Json& j, const std::string& output) {
   }
 }
 
-std::string Age(const Json& t) {
-  if (!t.is_string()) return "-";
-  Result<Time> at = server::ParseTime(t.get<std::string>());
-  if (!at.ok()) return "-";
-  const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
-                          std::chrono::system_clock::now().time_since_epoch())
-                          .count();
-  const int64_t s = std::max<int64_t>(0, now - at->value() / 1000000000);
-  if (s < 120) return std::to_string(s) + "s";
-  if (s < 7200) return std::to_string(s / 60) + "m";
-  if (s < 172800) return std::to_string(s / 3600) + "h";
-  return std::to_string(s / 86400) + "d";
-}
-
-std::string Str(const Json& j, const char* key) {
-  if (!j.contains(key) || j[key].is_null()) return "-";
-  if (j[key].is_string())
-    return j[key].get<std::string>().empty() ? "-" : j[key].get<std::string>();
-  return j[key].dump();
-}
-
-std::string Clip(std::string s, size_t n) {
-  if (s.size() > n) s = s.substr(0, n - 3) + "...";
-  return s;
-}
-
-// ---- Tables ----------------------------------------------------------------
-
-std::vector<std::string> JobHeader(bool wide) {
-  std::vector<std::string> h = {"ID", "NAME", "QUEUE", "STATE", "GPUS", "RESTARTS", "AGE"};
-  if (wide) h.insert(h.end(), {"OWNER", "NODES", "MESSAGE"});
-  return h;
-}
-std::vector<std::string> JobRow(const Json& j, bool wide) {
-  const Json& spec = j.value("spec", Json::object());
-  std::vector<std::string> r = {Str(j, "id"),
-                                Clip(Str(j, "name"), 30),
-                                Str(j, "queue"),
-                                Str(j, "state"),
-                                Str(spec, "gpus"),
-                                Str(j, "restarts"),
-                                Age(j.value("submitted", Json()))};
-  if (wide) {
-    std::string nodes;
-    for (const Json& t : j.value("tasks", Json::array())) {
-      const std::string n = t.value("node", "");
-      if (nodes.find(n) == std::string::npos) nodes += (nodes.empty() ? "" : ",") + n;
-    }
-    r.insert(r.end(),
-             {Str(j, "owner"), Clip(nodes.empty() ? "-" : nodes, 40), Clip(Str(j, "message"), 60)});
-  }
-  return r;
-}
-std::vector<std::string> NodeHeader(bool wide) {
-  std::vector<std::string> h = {"NAME", "STATE", "GPUS", "PARTITION", "HEALTH"};
-  if (wide) h.insert(h.end(), {"MODEL", "ADMIN", "WHY", "HEARTBEAT"});
-  return h;
-}
-std::vector<std::string> NodeRow(const Json& n, bool wide) {
-  std::vector<std::string> r = {Str(n, "name"), Str(n, "state"), Str(n, "gpus"),
-                                Str(n, "partition"), Clip(Str(n, "health"), 30)};
-  if (wide) {
-    r.insert(r.end(), {Str(n, "gpuModel"), Str(n, "admin"), Clip(Str(n, "why"), 40),
-                       Age(n.value("lastHeartbeat", Json()))});
-  }
-  return r;
-}
-std::vector<std::string> QueueHeader(bool wide) {
-  std::vector<std::string> h = {"NAME",   "PARENT", "GUARANTEE", "LIMIT",
-                                "WEIGHT", "USED",   "PENDING",   "RUNNING"};
-  if (wide) h.insert(h.end(), {"POLICY", "GRACE", "PENDING-GPUS"});
-  return h;
-}
-std::vector<std::string> QueueRow(const Json& q, bool wide) {
-  std::vector<std::string> r = {Str(q, "name"),        Str(q, "parent"),     Str(q, "guarantee"),
-                                Str(q, "limit"),       Str(q, "weight"),     Str(q, "usedGpus"),
-                                Str(q, "pendingJobs"), Str(q, "runningJobs")};
-  if (wide)
-    r.insert(r.end(), {Str(q, "policy"), Str(q, "graceSeconds") + "s", Str(q, "pendingGpus")});
-  return r;
-}
-
-struct Kind {
-  const char* path;  // API collection
-  const char* watch;
-  std::vector<std::string> (*header)(bool);
-  std::vector<std::string> (*row)(const Json&, bool);
-};
-
-std::optional<Kind> KindOf(const std::string& what) {
-  if (what == "jobs" || what == "job") return Kind{"/v1/jobs", "jobs", JobHeader, JobRow};
-  if (what == "nodes" || what == "node") return Kind{"/v1/nodes", "nodes", NodeHeader, NodeRow};
-  if (what == "queues" || what == "queue") {
-    return Kind{"/v1/queues", "queues", QueueHeader, QueueRow};
-  }
-  return std::nullopt;
+int64_t NowSeconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 // ---- get ---------------------------------------------------------------------
@@ -198,8 +117,70 @@ struct GetFlags {
   bool watch = false;
 };
 
-int RunWatch(const Client& client, const Kind& kind, const GetFlags& f, int64_t revision) {
-  const bool wide = f.c.output == "wide";
+// What a watch prints: the rows of the list first, then a row each time an
+// object changes in a column it shows (not its age: a checkpoint or a
+// heartbeat alone prints nothing), in the list's column widths, flushed at
+// once so that a pipe sees each line as it comes.
+class WatchPrinter {
+ public:
+  WatchPrinter(const Kind& kind, const std::string& output) : kind_(kind), output_(output) {
+    header_ = kind.header(output == "wide");
+  }
+  void List(const std::vector<Json>& items) {
+    if (output_ == "json" || output_ == "yaml" || output_ == "name") {
+      for (const Json& o : items) Seen(o);
+      return;
+    }
+    io::Table t(header_);
+    for (const Json& o : items) {
+      t.Add(Row(o));
+      Seen(o);
+    }
+    widths_ = t.Widths();
+    std::cout << t.Render() << std::flush;
+  }
+  void Change(const Json& event) {
+    const Json& obj = event["object"];
+    if (output_ == "json" || output_ == "yaml") {
+      Print(event, output_);
+      std::cout << std::flush;
+      return;
+    }
+    if (event["type"] == "DELETE" || !obj.is_object() || !Seen(obj)) return;
+    if (output_ == "name") {
+      std::cout << ObjectName(kind_, obj) << "\n" << std::flush;
+    } else {
+      std::cout << io::Table::Row(Row(obj), widths_) << std::flush;
+    }
+  }
+
+ private:
+  std::vector<std::string> Row(const Json& o) const {
+    return kind_.row(o, output_ == "wide", NowSeconds());
+  }
+  // Records what `o` shows; false when that is what was shown last.
+  bool Seen(const Json& o) {
+    std::vector<std::string> row = Row(o);
+    for (size_t c = 0; c < header_.size(); ++c) {
+      if (header_[c] == "AGE" || header_[c] == "ELAPSED" || header_[c] == "HEARTBEAT") row[c] = "";
+    }
+    std::string key = Cell(o, kind_.key);
+    auto [it, fresh] = shown_.try_emplace(key, row);
+    if (fresh) return true;
+    if (it->second == row) return false;
+    it->second = std::move(row);
+    return true;
+  }
+
+  Kind kind_;
+  std::string output_;
+  std::vector<std::string> header_;
+  std::vector<size_t> widths_;
+  std::map<std::string, std::vector<std::string>> shown_;
+};
+
+int RunWatch(const Client& client, const Kind& kind, const GetFlags& f, int64_t revision,
+             WatchPrinter& out) {
   while (true) {
     Result<Json> r = client.Call("GET",
                                  std::string("/v1/watch?kind=") + kind.watch +
@@ -208,60 +189,58 @@ int RunWatch(const Client& client, const Kind& kind, const GetFlags& f, int64_t 
     if (!r.ok()) return Fail(r.status());
     revision = (*r)["revision"].get<int64_t>();
     for (const Json& e : (*r)["events"]) {
-      const Json& obj = e["object"];
-      if (f.c.output == "json" || f.c.output == "yaml") {
-        Print(e, f.c.output);
+      if (!f.name.empty() && e["object"].is_object() && Cell(e["object"], kind.key) != f.name) {
         continue;
       }
-      if (e["type"] == "DELETE" || !obj.is_object()) continue;
-      if (!f.name.empty() &&
-          Str(obj, kind.watch == std::string("jobs") ? "id" : "name") != f.name) {
-        continue;
-      }
-      io::Table t(kind.header(wide));
-      t.Add(kind.row(obj, wide));
-      std::string text = t.Render();
-      std::cout << text.substr(text.find('\n') + 1) << std::flush;  // the row alone
+      out.Change(e);
     }
   }
+}
+
+// The query of a list of `kind` for the flags.
+std::string ListPath(const Kind& kind, const GetFlags& f) {
+  std::string path = kind.path;
+  if (std::string(kind.watch) == "nodes") {
+    std::string q;
+    if (!f.state.empty()) q += "&state=" + io::UrlEncode(f.state);
+    if (!f.partition.empty()) q += "&partition=" + io::UrlEncode(f.partition);
+    if (!q.empty()) path += "?" + q.substr(1);
+  } else if (std::string(kind.watch) == "jobs") {
+    path += "?limit=" + std::to_string(f.limit);
+    if (!f.state.empty()) path += "&state=" + io::UrlEncode(f.state);
+    if (!f.queue.empty()) path += "&queue=" + io::UrlEncode(f.queue);
+    if (!f.since.empty()) path += "&since=" + io::UrlEncode(f.since);
+    for (const std::string& l : f.labels) path += "&label=" + io::UrlEncode(l);
+  }
+  return path;
 }
 
 int RunGet(GetFlags& f) {
   auto kind = KindOf(f.what);
   if (!kind) {
-    std::cerr << "error: expected jobs, nodes or queues, got '" << f.what << "'\n";
+    std::cerr << "error: expected jobs, nodes or queues, got '" << f.what << "'"
+              << DidYouMean(f.what, {"jobs", "nodes", "queues"}) << "\n";
     return kExitBadInput;
   }
   return WithClient(f.c, [&](const Client& client) {
-    std::string path = kind->path;
-    if (!f.name.empty()) {
-      path += "/" + io::UrlEncode(f.name);
-    } else if (std::string(kind->watch) == "nodes") {
-      std::string q;
-      if (!f.state.empty()) q += "&state=" + io::UrlEncode(f.state);
-      if (!f.partition.empty()) q += "&partition=" + io::UrlEncode(f.partition);
-      if (!q.empty()) path += "?" + q.substr(1);
-    } else if (std::string(kind->watch) == "jobs") {
-      path += "?limit=" + std::to_string(f.limit);
-      if (!f.state.empty()) path += "&state=" + io::UrlEncode(f.state);
-      if (!f.queue.empty()) path += "&queue=" + io::UrlEncode(f.queue);
-      if (!f.since.empty()) path += "&since=" + io::UrlEncode(f.since);
-      for (const std::string& l : f.labels) path += "&label=" + io::UrlEncode(l);
-    }
+    const std::string path =
+        f.name.empty() ? ListPath(*kind, f) : kind->path + ("/" + io::UrlEncode(f.name));
     Result<Json> r = client.Call("GET", path);
     if (!r.ok()) return Fail(r.status());
+    std::vector<Json> items;
+    if (f.name.empty()) {
+      for (const Json& item : (*r)["items"]) items.push_back(item);
+    } else {
+      items.push_back(*r);
+    }
     if (f.c.output == "json" || f.c.output == "yaml") {
       Print(*r, f.c.output);
-    } else {
-      const bool wide = f.c.output == "wide";
-      io::Table t(kind->header(wide));
-      if (f.name.empty()) {
-        for (const Json& item : (*r)["items"]) t.Add(kind->row(item, wide));
-      } else {
-        t.Add(kind->row(*r, wide));
-      }
-      std::cout << t.Render();
+    } else if (f.c.output == "name") {
+      for (const Json& o : items) std::cout << ObjectName(*kind, o) << "\n";
     }
+    WatchPrinter printer(*kind, f.c.output);
+    printer.List(items);  // (prints the table; the other forms are out already)
+    std::cout << std::flush;
     if (!f.watch) return kExitOk;
     // Watch from the list's own revision, so no change in between is lost.
     int64_t rev = r->value("revision", int64_t{0});
@@ -270,7 +249,7 @@ int RunGet(GetFlags& f) {
       if (!s.ok()) return Fail(s.status());
       rev = (*s)["revision"].get<int64_t>();
     }
-    return RunWatch(client, *kind, f, rev);
+    return RunWatch(client, *kind, f, rev, printer);
   });
 }
 
@@ -282,6 +261,79 @@ struct SubmitFlags {
   bool dry_run = false;
 };
 
+// The documents of a YAML stream (kubectl apply's "---" separators), each
+// with the line it starts on; documents of only blanks and comments are
+// left out.
+struct Document {
+  std::string text;
+  int first_line = 1;
+};
+std::vector<Document> SplitDocuments(const std::string& text) {
+  std::vector<Document> docs(1);
+  bool content = false;
+  size_t pos = 0;
+  for (int line = 1; pos < text.size(); ++line) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::string l = text.substr(pos, end - pos);
+    pos = end + 1;
+    const bool separator = l.starts_with("---") &&
+                           (l.size() == 3 || l[3] == ' ' || l[3] == '\t' || l[3] == '\r');
+    if (separator) {
+      if (!content) docs.pop_back();
+      docs.push_back(Document{"", line + 1});
+      content = false;
+      continue;
+    }
+    const size_t first = l.find_first_not_of(" \t\r");
+    if (first != std::string::npos && l[first] != '#') content = true;
+    docs.back().text += l + "\n";
+  }
+  if (!content) docs.pop_back();
+  return docs;
+}
+
+// "body:3:5: msg" from the server, as "FILE:LINE:5: msg" with the
+// document's first line added.
+std::string InFile(const std::string& msg, const std::string& file, int first_line) {
+  if (!msg.starts_with("body:")) return msg;
+  size_t end = 5;
+  while (end < msg.size() && std::isdigit(static_cast<unsigned char>(msg[end]))) ++end;
+  int64_t line = 0;
+  if (end > 5 && end < msg.size() && msg[end] == ':' && io::ParseInt64(msg.substr(5, end - 5), &line)) {
+    return file + ":" + std::to_string(line + first_line - 1) + msg.substr(end);
+  }
+  return file + msg.substr(4);
+}
+
+int SubmitOne(const Client& client, const SubmitFlags& f, const Document& doc) {
+  Result<Json> r =
+      client.Call("POST", std::string("/v1/jobs") + (f.dry_run ? "?dryRun=true" : ""), doc.text,
+                  "application/yaml");
+  if (!r.ok()) {
+    // The server names the place in the body; name the file instead.
+    std::cerr << "error: " << InFile(r.status().message(), f.file, doc.first_line) << "\n";
+    return ExitCodeFor(r.status());
+  }
+  for (const char* list : {"warnings", "ignored"}) {
+    for (const Json& w : r->value(list, Json::array())) {
+      std::cerr << "warning: " << w.get<std::string>() << "\n";
+    }
+  }
+  if (f.c.output == "name") {
+    std::cout << (f.dry_run ? "job (dry run)" : "job/" + Cell(*r, "id")) << "\n";
+  } else if (!f.c.output.empty() && f.c.output != "wide") {
+    Print(*r, f.c.output);
+  } else if (f.dry_run) {
+    std::cout << "spec is valid and can run (dry run; nothing submitted)\n";
+  } else {
+    std::cout << "job/" << (*r)["id"] << " submitted (" << (*r)["name"].get<std::string>()
+              << ", queue " << (*r)["queue"].get<std::string>() << ", "
+              << io::Count((*r)["spec"]["gpus"].get<int64_t>(), "GPU") << ")\n";
+  }
+  return kExitOk;
+}
+
 int RunSubmit(SubmitFlags& f) {
   Result<std::string> text =
       f.file == "-" ? Result<std::string>(std::string(std::istreambuf_iterator<char>(std::cin), {}))
@@ -290,32 +342,15 @@ int RunSubmit(SubmitFlags& f) {
     std::cerr << "error: " << text.status().message() << "\n";
     return kExitBadInput;
   }
+  std::vector<Document> docs = SplitDocuments(*text);
+  if (docs.empty()) docs.push_back(Document{*text, 1});  // the server says what is wrong
   return WithClient(f.c, [&](const Client& client) {
-    Result<Json> r =
-        client.Call("POST", std::string("/v1/jobs") + (f.dry_run ? "?dryRun=true" : ""), *text,
-                    "application/yaml");
-    if (!r.ok()) {
-      // The server names the place in the body; name the file instead.
-      std::string msg = r.status().message();
-      if (msg.starts_with("body:")) msg = f.file + msg.substr(4);
-      std::cerr << "error: " << msg << "\n";
-      return ExitCodeFor(r.status());
+    int code = kExitOk;  // each document is submitted; the first failure's code
+    for (const Document& doc : docs) {
+      const int c = SubmitOne(client, f, doc);
+      if (code == kExitOk) code = c;
     }
-    for (const char* list : {"warnings", "ignored"}) {
-      for (const Json& w : r->value(list, Json::array())) {
-        std::cerr << "warning: " << w.get<std::string>() << "\n";
-      }
-    }
-    if (!f.c.output.empty() && f.c.output != "wide") {
-      Print(*r, f.c.output);
-    } else if (f.dry_run) {
-      std::cout << "spec is valid (dry run; nothing submitted)\n";
-    } else {
-      std::cout << "job/" << (*r)["id"] << " submitted (" << (*r)["name"].get<std::string>()
-                << ", queue " << (*r)["queue"].get<std::string>() << ", " << (*r)["spec"]["gpus"]
-                << " GPUs)\n";
-    }
-    return kExitOk;
+    return code;
   });
 }
 
@@ -331,6 +366,28 @@ void Field(const std::string& key, const std::string& value) {
             << "\n";
 }
 
+// The events as rows, a run of Checkpointed events folded into one
+// ("checkpointed 20 times (last: step 200)", at the last one's time).
+// Messages are shown whole: a table row may be long, but never misleads.
+std::vector<std::vector<std::string>> EventRows(const Json& events) {
+  std::vector<std::vector<std::string>> rows;
+  int64_t run = 0;  // Checkpointed events folded into the last row
+  for (const Json& e : events) {
+    const std::string type = Cell(e, "type");
+    if (type == "Checkpointed" && run > 0) {
+      ++run;
+      std::string last = Cell(e, "message");
+      if (last.starts_with("checkpoint written: ")) last = last.substr(20);
+      rows.back() = {"  " + Cell(e, "time"), type,
+                     "checkpointed " + std::to_string(run) + " times (last: " + last + ")"};
+      continue;
+    }
+    run = type == "Checkpointed" ? 1 : 0;
+    rows.push_back({"  " + Cell(e, "time"), type, Cell(e, "message")});
+  }
+  return rows;
+}
+
 int DescribeJob(const Client& client, const DescribeFlags& f) {
   Result<Json> r = client.Call("GET", "/v1/jobs/" + io::UrlEncode(f.name));
   if (!r.ok()) return Fail(r.status());
@@ -343,35 +400,49 @@ int DescribeJob(const Client& client, const DescribeFlags& f) {
   }
   const Json& j = *r;
   const Json& spec = j["spec"];
-  Field("ID", Str(j, "id"));
-  Field("Name", Str(j, "name"));
-  Field("Queue", Str(j, "queue"));
-  Field("Owner", Str(j, "owner"));
-  Field("State", Str(j, "state"));
+  Field("ID", Cell(j, "id"));
+  Field("Name", Cell(j, "name"));
+  Field("Queue", Cell(j, "queue"));
+  Field("Owner", Cell(j, "owner"));
+  Field("State", Cell(j, "state"));
   std::string shape;
   if (spec.value("gpusPerNode", 0) > 0) {
     shape = " (" +
             std::to_string(spec["gpus"].get<int64_t>() / spec["gpusPerNode"].get<int64_t>()) +
-            " nodes x " + Str(spec, "gpusPerNode") + ")";
+            " nodes x " + Cell(spec, "gpusPerNode") + ")";
   } else if (spec.value("gpusPerTask", 0) > 0) {
-    shape = " (tasks of " + Str(spec, "gpusPerTask") + ")";
+    shape = " (tasks of " + Cell(spec, "gpusPerTask") + ")";
   }
   if (spec.value("exclusive", false)) shape += ", exclusive nodes";
   if (spec.value("placement", "") == "spread") shape += ", spread";
-  Field("GPUs", Str(spec, "gpus") + shape);
-  Field("Priority", spec.value("priorityClass", "").empty() ? Str(spec, "priority")
-                                                            : Str(spec, "priorityClass"));
-  Field("Preemptible", Str(spec, "preemptible"));
+  Field("GPUs", Cell(spec, "gpus") + shape);
+  Field("Priority", spec.value("priorityClass", "").empty() ? Cell(spec, "priority")
+                                                            : Cell(spec, "priorityClass"));
+  Field("Preemptible", Cell(spec, "preemptible"));
   Field("Command", Clip(spec.value("command", Json::array()).dump(), 200));
-  Field("Submitted", Str(j, "submitted"));
-  Field("Started", Str(j, "started"));
-  Field("Finished", Str(j, "finished"));
-  Field("Checkpoint", Str(j, "lastCheckpoint"));
-  Field("Restarts", Str(j, "restarts") + " (max " + Str(spec["restart"], "maxRestarts") + ")");
-  Field("Disruptions", Str(j, "disruptions") + " (nodes lost; not counted against maxRestarts)");
-  Field("Preemptions", Str(j, "preemptions"));
-  Field("Lost work", Str(j, "lostGpuSeconds") + " GPU-seconds");
-  Field("Why", Str(j, "explain"));
+  Field("Submitted", Cell(j, "submitted"));
+  Field("Started", Cell(j, "started"));
+  Field("Finished", Cell(j, "finished"));
+  Field("Checkpoint", j.value("checkpoints", 0) == 0
+                         ? std::string("none")
+                         : Cell(j, "lastCheckpoint") +
+                               (j.value("checkpointNote", "").empty()
+                                    ? ""
+                                    : " (" + j.value("checkpointNote", "") + ")") +
+                               ", " + io::Count(j.value("checkpoints", 0), "checkpoint") +
+                               " written");
+  if (j.value("state", "") == "Pending" && j.contains("reason")) {
+    Field("Reason", Cell(j, "reason") + (j.contains("estimatedStart")
+                                             ? ", expected to start at " + Cell(j, "estimatedStart")
+                                             : ""));
+  }
+  Field("Elapsed", ElapsedCell(j, NowSeconds()));
+  Field("Exit code", ExitCell(j));
+  Field("Restarts", Cell(j, "restarts") + " (max " + Cell(spec["restart"], "maxRestarts") + ")");
+  Field("Disruptions", Cell(j, "disruptions") + " (nodes lost; not counted against maxRestarts)");
+  Field("Preemptions", Cell(j, "preemptions"));
+  Field("Lost work", Cell(j, "lostGpuSeconds") + " GPU-seconds");
+  Field("Why", Cell(j, "explain"));
   if (j["progress"].is_object()) {
     std::string p;
     for (const auto& [k, v] : j["progress"].items())
@@ -391,9 +462,7 @@ int DescribeJob(const Client& client, const DescribeFlags& f) {
   }
   std::cout << "Events:\n";
   io::Table t({"  TIME", "TYPE", "MESSAGE"});
-  for (const Json& e : (*ev)["items"]) {
-    t.Add({"  " + Str(e, "time"), Str(e, "type"), Clip(Str(e, "message"), 100)});
-  }
+  for (const std::vector<std::string>& row : EventRows((*ev)["items"])) t.Add(row);
   std::cout << t.Render();
   return kExitOk;
 }
@@ -406,22 +475,91 @@ int DescribeNode(const Client& client, const DescribeFlags& f) {
     return kExitOk;
   }
   const Json& n = *r;
-  for (const char* k : {"name", "state", "gpus", "gpuModel", "partition", "admin", "why",
-                        "registered", "alive", "health", "lastHeartbeat"}) {
+  Field("Name", Cell(n, "name"));
+  Field("State", Cell(n, "state"));
+  Field("GPUs", Cell(n, "gpus") + " (" + Cell(n, "gpusAllocated") + " allocated, " +
+                    Cell(n, "gpusFree") + " free)");
+  for (const char* k : {"gpuModel", "partition", "admin", "why", "registered", "alive", "health",
+                        "lastHeartbeat"}) {
     std::string key = k;
     key[0] = static_cast<char>(std::toupper(key[0]));
-    Field(key, Str(n, k));
+    Field(key, Cell(n, k));
   }
-  Field("Jobs", n["jobs"].empty() ? "-" : n["jobs"].dump());
+  if (n.value("jobs", Json::array()).empty()) {
+    Field("Jobs", "none");
+    return kExitOk;
+  }
+  std::cout << "Jobs:\n";
+  io::Table t({"  ID", "NAME", "QUEUE", "STATE", "GPUS HERE"});
+  for (const Json& id : n["jobs"]) {
+    Result<Json> j = client.Call("GET", "/v1/jobs/" + id.dump());
+    if (!j.ok()) continue;  // ended meanwhile
+    size_t here = 0;
+    for (const Json& task : j->value("tasks", Json::array())) {
+      if (task.value("node", "") == f.name) here += task.value("gpus", Json::array()).size();
+    }
+    t.Add({"  " + id.dump(), Cell(*j, "name"), Cell(*j, "queue"), Cell(*j, "state"),
+           std::to_string(here)});
+  }
+  std::cout << t.Render();
+  return kExitOk;
+}
+
+int DescribeQueue(const Client& client, const DescribeFlags& f) {
+  Result<Json> r = client.Call("GET", "/v1/queues/" + io::UrlEncode(f.name));
+  if (!r.ok()) return Fail(r.status());
+  if (!f.c.output.empty() && f.c.output != "wide") {
+    Print(*r, f.c.output);
+    return kExitOk;
+  }
+  const Json& q = *r;
+  auto gpus = [&](const char* key) {
+    return q.value(key, 0) == 0 ? std::string("none") : io::Count(q.value(key, 0), "GPU");
+  };
+  Field("Name", Cell(q, "name"));
+  Field("Parent", Cell(q, "parent"));
+  Field("Guarantee", gpus("guarantee"));
+  Field("Limit", gpus("limit"));
+  Field("Weight", Cell(q, "weight"));
+  Field("Policy", Cell(q, "policy"));
+  Field("Grace", Cell(q, "graceSeconds") + "s (to checkpoint when preempted)");
+  Field("Used", io::Count(q.value("usedGpus", 0), "GPU") +
+                    (q.value("guarantee", 0) > 0 && q.value("usedGpus", 0) > q.value("guarantee", 0)
+                         ? " (borrowing " +
+                               std::to_string(q.value("usedGpus", 0) - q.value("guarantee", 0)) +
+                               " beyond its guarantee)"
+                         : ""));
+  Field("Running", io::Count(q.value("runningJobs", 0), "job"));
+  Field("Pending", io::Count(q.value("pendingJobs", 0), "job") + ", " +
+                       io::Count(q.value("pendingGpus", 0), "GPU") + " asked");
+  Field("Max jobs", Cell(q, "maxJobs") + " unfinished (tenants)");
+  Field("Submit rate", Cell(q, "maxSubmitsPerMinute") + " a minute per submitter (tenants)");
+  Field("Run as", Cell(q, "runAs") + (q.value("allowRoot", false) ? " (root allowed)" : ""));
+  Field("Infeasible", q.value("rejectInfeasible", false)
+                          ? "refused at submission"
+                          : "accepted, kept pending (reason Infeasible)");
   return kExitOk;
 }
 
 int RunDescribe(DescribeFlags& f) {
+  // `describe 12` is a job, as in scontrol show job 12.
+  int64_t id = 0;
+  if (f.name.empty() && io::ParseInt64(f.what, &id)) f.name = f.what, f.what = "job";
+  if (f.what.ends_with("s") && f.what != "s") f.what.pop_back();  // jobs, nodes, queues
+  if (f.what != "job" && f.what != "node" && f.what != "queue") {
+    std::cerr << "error: expected 'job ID', 'node NAME' or 'queue NAME', got '" << f.what << "'"
+              << DidYouMean(f.what, {"job", "node", "queue"}) << "\n";
+    return kExitBadInput;
+  }
+  if (f.name.empty()) {
+    std::cerr << "error: describe " << f.what << ": which one? (unipool get " << f.what
+              << "s lists them)\n";
+    return kExitBadInput;
+  }
   return WithClient(f.c, [&](const Client& client) {
     if (f.what == "job") return DescribeJob(client, f);
     if (f.what == "node") return DescribeNode(client, f);
-    std::cerr << "error: expected 'job ID' or 'node NAME', got '" << f.what << "'\n";
-    return kExitBadInput;
+    return DescribeQueue(client, f);
   });
 }
 
@@ -431,10 +569,60 @@ struct ActionFlags {
   Common c;
   std::vector<std::string> names;
   std::string reason;
+  // cancel's filters (scancel's --partition/--state/--user, kubectl's -l).
+  std::vector<std::string> labels;
+  std::string queue, state, user;
+  bool dry_run = false;
 };
 
+// The unfinished jobs that match cancel's filters, every page of them.
+Result<std::vector<std::string>> MatchingJobs(const Client& client, const ActionFlags& f) {
+  std::vector<std::string> ids;
+  std::string next;
+  const std::vector<std::string> states =
+      f.state.empty() ? std::vector<std::string>{"Pending", "Running", "Preempting"}
+                      : std::vector<std::string>{f.state};
+  for (const std::string& state : states) {
+    do {
+      std::string path = "/v1/jobs?limit=1000&state=" + io::UrlEncode(state);
+      if (!f.queue.empty()) path += "&queue=" + io::UrlEncode(f.queue);
+      for (const std::string& l : f.labels) path += "&label=" + io::UrlEncode(l);
+      if (!next.empty()) path += "&continue=" + io::UrlEncode(next);
+      Result<Json> r = client.Call("GET", path);
+      if (!r.ok()) return r.status();
+      for (const Json& j : (*r)["items"]) {
+        if (!f.user.empty() && j.value("owner", "") != f.user) continue;
+        ids.push_back(Cell(j, "id"));
+      }
+      next = r->value("continue", "");
+    } while (!next.empty());
+  }
+  return ids;
+}
+
 int RunCancel(ActionFlags& f) {
+  const bool filtered = !f.labels.empty() || !f.queue.empty() || !f.state.empty() ||
+                        !f.user.empty();
+  if (f.names.empty() && !filtered) {
+    std::cerr << "error: cancel: give job ids, or select jobs with -l, --queue, --state or "
+                 "--user\n";
+    return kExitBadInput;
+  }
+  if (!f.names.empty() && filtered) {
+    std::cerr << "error: cancel: give job ids or filters, not both\n";
+    return kExitBadInput;
+  }
   return WithClient(f.c, [&](const Client& client) {
+    if (filtered) {
+      Result<std::vector<std::string>> ids = MatchingJobs(client, f);
+      if (!ids.ok()) return Fail(ids.status());
+      if (ids->empty()) std::cout << "no unfinished job matches\n";
+      f.names = *ids;
+    }
+    if (f.dry_run) {
+      for (const std::string& id : f.names) std::cout << "job/" << id << " (dry run)\n";
+      return kExitOk;
+    }
     int code = kExitOk;
     for (const std::string& id : f.names) {
       Result<Json> r = client.Call("DELETE", "/v1/jobs/" + io::UrlEncode(id));
@@ -469,6 +657,7 @@ struct QueueFlags {
   Common c;
   std::string name, parent, policy, grace;
   std::optional<int64_t> guarantee, limit, weight;
+  std::optional<bool> reject_infeasible;
 };
 
 int RunQueueSet(QueueFlags& f) {
@@ -477,7 +666,10 @@ int RunQueueSet(QueueFlags& f) {
     Json body = Json::object();
     Result<Json> cur = client.Call("GET", "/v1/queues/" + io::UrlEncode(f.name));
     if (cur.ok()) {
-      for (const char* k : {"parent", "guarantee", "limit", "weight", "policy", "graceSeconds"}) {
+      for (const char* k : {"parent", "guarantee", "limit", "weight", "policy", "graceSeconds",
+                            "maxJobs", "maxSpecBytes", "maxSubmitsPerMinute", "runAs", "allowRoot",
+                            "rejectInfeasible"}) {
+        if (!cur->contains(k)) continue;
         body[k] = (*cur)[k];
       }
     } else if (cur.status().code() != StatusCode::kNotFound) {
@@ -488,6 +680,7 @@ int RunQueueSet(QueueFlags& f) {
     if (f.limit) body["limit"] = *f.limit;
     if (f.weight) body["weight"] = *f.weight;
     if (!f.policy.empty()) body["policy"] = f.policy;
+    if (f.reject_infeasible) body["rejectInfeasible"] = *f.reject_infeasible;
     if (!f.grace.empty()) {
       Duration d;
       if (!io::ParseDuration(f.grace, &d)) {
@@ -532,10 +725,16 @@ int RunStatus(Common& c) {
 void AddClientCommands(CLI::App& app, int& exit_code) {
   auto submit = std::make_shared<SubmitFlags>();
   CLI::App* cmd = app.add_subcommand("submit",
-                                     "Submit a job spec (unipool/v1 Job, Pod, batch/v1 "
-                                     "Job or PyTorchJob; YAML or JSON)");
-  cmd->add_option("-f,--filename", submit->file, "spec file, or - for standard input")->required();
-  cmd->add_flag("--dry-run", submit->dry_run, "validate only");
+                                     "Submit job specs (unipool/v1 Job, Pod, batch/v1 "
+                                     "Job or PyTorchJob; YAML or JSON).\n"
+                                     "  unipool submit -f examples/jobs/train.yaml\n"
+                                     "  unipool submit -f sweep.yaml --dry-run\n"
+                                     "  cat job.yaml | unipool submit -f -");
+  cmd->add_option("-f,--filename", submit->file,
+                  "spec file, or - for standard input; several jobs separated by ---")
+      ->required();
+  cmd->add_flag("--dry-run", submit->dry_run,
+                "validate only: exit 2 for a bad spec, 1 for a job that can never run");
   AddCommon(cmd, submit->c);
   cmd->callback([submit, &exit_code] { exit_code = RunSubmit(*submit); });
 
@@ -560,15 +759,27 @@ void AddClientCommands(CLI::App& app, int& exit_code) {
 
   auto describe = std::make_shared<DescribeFlags>();
   cmd = app.add_subcommand("describe",
-                           "Show a job (placement, events, why pending, restarts) or a node");
-  cmd->add_option("KIND", describe->what, "job or node")->required();
-  cmd->add_option("NAME", describe->name, "job id or node name")->required();
+                           "Show a job (placement, events, why pending, restarts), a node or a queue.\n"
+                           "  unipool describe job 12     (or: unipool describe 12)\n"
+                           "  unipool describe node node-3\n"
+                           "  unipool describe queue team-a");
+  cmd->add_option("KIND", describe->what, "job, node or queue (or a job id)")->required();
+  cmd->add_option("NAME", describe->name, "job id, node or queue name");
   AddCommon(cmd, describe->c);
   cmd->callback([describe, &exit_code] { exit_code = RunDescribe(*describe); });
 
   auto cancel = std::make_shared<ActionFlags>();
-  cmd = app.add_subcommand("cancel", "Cancel jobs: pending ones are removed, running ones stopped");
-  cmd->add_option("ID", cancel->names, "job ids")->required();
+  cmd = app.add_subcommand("cancel",
+                           "Cancel jobs: pending ones are removed, running ones stopped.\n"
+                           "  unipool cancel 12 13\n"
+                           "  unipool cancel --queue team-a --state Pending\n"
+                           "  unipool cancel -l experiment=sweep-7 --dry-run");
+  cmd->add_option("ID", cancel->names, "job ids");
+  cmd->add_option("-l,--selector", cancel->labels, "jobs with this label (key=value), repeatable");
+  cmd->add_option("--queue", cancel->queue, "jobs of this queue");
+  cmd->add_option("--state", cancel->state, "jobs in this state (Pending, Running, Preempting)");
+  cmd->add_option("--user", cancel->user, "jobs this token name submitted");
+  cmd->add_flag("--dry-run", cancel->dry_run, "print the jobs the filters select; cancel none");
   AddCommon(cmd, cancel->c, false);
   cmd->callback([cancel, &exit_code] { exit_code = RunCancel(*cancel); });
 
@@ -598,6 +809,9 @@ void AddClientCommands(CLI::App& app, int& exit_code) {
   cmd->add_option("--policy", queue->policy, "best-effort or fifo")
       ->check(CLI::IsMember({"best-effort", "fifo"}));
   cmd->add_option("--grace", queue->grace, "checkpoint grace for its preempted jobs, e.g. 120s");
+  cmd->add_option("--reject-infeasible", queue->reject_infeasible,
+                  "true: refuse at submission a job that can never run (more GPUs than the "
+                  "limit or the cluster holds)");
   AddCommon(cmd, queue->c);
   cmd->callback([queue, &exit_code] { exit_code = RunQueueSet(*queue); });
 

@@ -25,7 +25,11 @@ void AddPlanCommand(CLI::App& app, int& exit_code);
 void AddServerCommand(CLI::App& app, int& exit_code);
 void AddClientCommands(CLI::App& app, int& exit_code);
 void AddAgentCommands(CLI::App& app, int& exit_code);
+void AddLogsCommand(CLI::App& app, int& exit_code);
 void AddUpCommand(CLI::App& app, int& exit_code);
+// `unipool completion bash|zsh`: a shell completion script for the commands
+// registered before it (call it last).
+void AddCompletionCommand(CLI::App& app, int& exit_code);
 // `unipool bench api`, under the `bench` command.
 void AddBenchApiCommand(CLI::App& bench, int& exit_code);
 

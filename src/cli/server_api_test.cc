@@ -305,7 +305,10 @@ TEST_F(ServerApiTest, PrometheusScrapesMetrics) {
         "unipool_api_request_seconds_bucket", "unipool_largest_free_block_gpus{tier=\"nvlink\"} 8",
         "unipool_preemptions_total", "unipool_node_failures_total",
         "unipool_heartbeats_missed_total", "process_cpu_seconds_total ",
-        "process_resident_memory_bytes ", "process_open_fds "}) {
+        "process_resident_memory_bytes ", "process_open_fds ", "unipool_build_info{version=\"",
+        "unipool_node_gpus{node=\"dev-0\",state=\"allocated\"} ",
+        "unipool_node_state{node=\"dev-1\",state=\"up\"} 1",
+        "unipool_job_wait_seconds_bucket{queue=\"team-a\",le=\"1\"} "}) {
     EXPECT_NE(m.body.find(name), std::string::npos) << name;
   }
   const std::string dir = server_->dir();

@@ -411,6 +411,11 @@ void AddServerCommand(CLI::App& app, int& exit_code) {
                   "looked at at most (deeper jobs wait for later passes)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
       ->capture_default_str();
+  cmd->add_option("--node-metrics-max", f->opt.node_metrics_max,
+                  "per-node metrics (unipool_node_gpus, unipool_node_state) on clusters of at "
+                  "most this many nodes; 0: none")
+      ->check(CLI::Range(0, 1 << 24))
+      ->capture_default_str();
   cmd->add_flag("--assume-nodes-up", f->opt.assume_nodes_up,
                 "treat every node as up without an agent (try the API without agents)");
   cmd->add_option("--log-level", f->log_level, "debug, info, warn or error")->capture_default_str();

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 
@@ -18,6 +19,10 @@ std::string Thousands(int64_t v) {
   }
   return v < 0 ? "-" + out : out;
 }
+
+// `v` rounded to 6 decimals, so that JSON shows 259200 and not
+// 259200.00000000003 (the sums of products of unit conversions).
+static double Tidy(double v) { return std::round(v * 1e6) / 1e6; }
 
 static std::string Fixed(double v, int decimals) {
   char buf[64];
@@ -112,8 +117,8 @@ std::string SummaryJson(const ClusterSummary& s) {
   j["name"] = s.name;
   j["gpus"] = s.gpus.value();
   j["nodes"] = s.nodes;
-  j["peakBf16Tflops"] = ToTflops(s.peak_bf16);
-  j["peakFp8Tflops"] = ToTflops(s.peak_fp8);
+  j["peakBf16Tflops"] = Tidy(ToTflops(s.peak_bf16));
+  j["peakFp8Tflops"] = Tidy(ToTflops(s.peak_fp8));
   j["hbmBytes"] = s.hbm.value();
   j["powerWatts"] = s.power.value();
   j["tiers"] = ordered_json::array();
@@ -123,18 +128,18 @@ std::string SummaryJson(const ClusterSummary& s) {
                           {"switches", t.switches},
                           {"minGroupGpus", t.min_group_gpus.value()},
                           {"maxGroupGpus", t.max_group_gpus.value()},
-                          {"bandwidthGbps", ToGbps(t.bandwidth_per_gpu)},
-                          {"oversubscription", t.oversubscription_milli / 1000.0},
-                          {"latencyUs", t.latency.value() / 1000.0},
-                          {"effectiveGbpsPerGpu", ToGbps(t.effective_per_gpu)},
-                          {"bisectionGbps", ToGbps(t.bisection)}});
+                          {"bandwidthGbps", Tidy(ToGbps(t.bandwidth_per_gpu))},
+                          {"oversubscription", Tidy(t.oversubscription_milli / 1000.0)},
+                          {"latencyUs", Tidy(t.latency.value() / 1000.0)},
+                          {"effectiveGbpsPerGpu", Tidy(ToGbps(t.effective_per_gpu))},
+                          {"bisectionGbps", Tidy(ToGbps(t.bisection))}});
   }
   j["gpuModels"] = ordered_json::array();
   for (const ModelSummary& m : s.models) {
     j["gpuModels"].push_back({{"name", m.name},
                               {"gpus", m.gpus.value()},
-                              {"peakBf16Tflops", ToTflops(m.peak_bf16)},
-                              {"peakFp8Tflops", ToTflops(m.peak_fp8)},
+                              {"peakBf16Tflops", Tidy(ToTflops(m.peak_bf16))},
+                              {"peakFp8Tflops", Tidy(ToTflops(m.peak_fp8))},
                               {"hbmBytes", m.hbm.value()},
                               {"powerWatts", m.power.value()}});
   }

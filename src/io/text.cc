@@ -117,4 +117,10 @@ std::string UrlEncode(std::string_view s) {
   return out;
 }
 
+std::string Count(int64_t n, std::string_view noun) {
+  std::string out = std::to_string(n) + " " + std::string(noun);
+  if (n != 1 && n != -1) out += "s";
+  return out;
+}
+
 }  // namespace unipool::io

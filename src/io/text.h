@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -34,6 +35,10 @@ bool IsLabelValue(std::string_view s);
 // `s` percent-encoded for a URL's path segment or query value (RFC 3986:
 // all but letters, digits and -_.~).
 std::string UrlEncode(std::string_view s);
+
+// `n` and `noun`, plural unless n is 1 or -1: Count(1, "GPU") is "1 GPU",
+// Count(16, "node") is "16 nodes".
+std::string Count(int64_t n, std::string_view noun);
 
 // What the rules above say, for error messages.
 extern const char* const kQueueNameRule;

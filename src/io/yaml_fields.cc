@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "io/quote.h"
+#include "io/suggest.h"
 #include "io/text.h"
 
 namespace unipool::io {
@@ -38,22 +39,6 @@ static std::string Describe(const YAML::Node& node) {
 
 Status Expected(const YAML::Node& node, const std::string& path, const std::string& what) {
   return InvalidArgument(path + ": expected " + what + ", got " + Describe(node), LocOf(node));
-}
-
-// Levenshtein distance, for "did you mean" hints.
-static size_t EditDistance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1])});
-      diag = up;
-    }
-  }
-  return row[b.size()];
 }
 
 Result<Fields> Fields::Of(const YAML::Node& node, std::string path,

@@ -11,6 +11,18 @@ namespace unipool::server {
 
 // ---- Jobs ------------------------------------------------------------------
 
+// A job as the API shows it: its record, and for a pending job its reason in
+// one word and its estimated start (when the scheduler has one).
+static Json JobToJson(const JobRecord& job,
+                      const std::map<int64_t, ControlPlane::PendingView>& pending) {
+  Json out = JobToJson(job);
+  if (auto it = pending.find(job.id); it != pending.end()) {
+    out["reason"] = it->second.reason;
+    if (it->second.start.value() >= 0) out["estimatedStart"] = FormatTime(it->second.start);
+  }
+  return out;
+}
+
 void ApiServer::SubmitJob(Call& c) {
   if (!c.Allow({Role::kAdmin, Role::kTenant}) || !c.Query({"dryRun"})) return;
   if (c.req.has_param("dryRun") && c.req.get_param_value("dryRun") != "true" &&
@@ -102,8 +114,11 @@ void ApiServer::ListJobs(Call& c) {
   }
   bool more = false;
   std::vector<JobRecord> jobs = control_.List(f, c.scope, &more);
+  std::vector<int64_t> ids;
+  for (const JobRecord& j : jobs) ids.push_back(j.id);
+  const auto pending = control_.Pending(ids);
   Json items = Json::array();
-  for (const JobRecord& j : jobs) items.push_back(JobToJson(j));
+  for (const JobRecord& j : jobs) items.push_back(JobToJson(j, pending));
   Json out{{"items", items}, {"revision", control_.store().revision()}};
   if (more && !jobs.empty()) out["continue"] = std::to_string(jobs.back().id);
   c.Reply(200, out);
@@ -116,7 +131,7 @@ void ApiServer::GetJob(Call& c) {
   }
   Result<JobRecord> job = control_.Get(id, c.scope);
   if (!job.ok()) return c.Fail(job.status());
-  Json out = JobToJson(*job);
+  Json out = JobToJson(*job, control_.Pending({id}));
   if (Result<std::string> why = control_.Explain(id, c.scope); why.ok()) out["explain"] = *why;
   c.Reply(200, out);
 }
@@ -192,24 +207,42 @@ void ApiServer::ReportJob(Call& c) {
 void ApiServer::JobLogs(Call& c) {
   int64_t id = 0, rank = 0, offset = 0, limit = 0;
   if (!c.Allow({Role::kAdmin, Role::kReadOnly, Role::kTenant}) ||
-      !c.Query({"rank", "offset", "limitBytes"}) || !c.JobId(&id) ||
+      !c.Query({"rank", "offset", "limitBytes", "previous"}) || !c.JobId(&id) ||
       !c.Int("rank", 0, int64_t{1} << 24, 0, &rank) ||
       !c.Int("offset", 0, int64_t{1} << 50, 0, &offset) ||
       !c.Int("limitBytes", 1, 16 << 20, 1 << 20, &limit)) {
     return;
   }
+  const std::string previous = c.req.get_param_value("previous");
+  if (!previous.empty() && previous != "true" && previous != "false") {
+    return (void)c.Bad("previous: expected true or false");
+  }
   Result<JobRecord> job = control_.Get(id, c.scope);
   if (!job.ok()) return c.Fail(job.status());
+  // The run to read: the current one, or the last once it ended (its tasks
+  // were cleared); with previous=true the one before the current.
+  const bool running = !job->tasks.empty();
+  int64_t generation = job->generation;
+  const std::vector<TaskView>* tasks = &job->tasks;
+  if (previous == "true" || (!running && job->previous_generation == job->generation)) {
+    if (previous == "true" && (!running || job->previous_generation == 0)) {
+      return c.Fail(NotFound("job " + std::to_string(id) +
+                             " has no earlier run whose log is kept (only the run before the "
+                             "current one is)"));
+    }
+    generation = job->previous_generation;
+    tasks = &job->previous_tasks;
+  }
   std::string node;
   int64_t first = 0;
-  for (const TaskView& t : job->tasks) {
+  for (const TaskView& t : *tasks) {
     const int64_t n = static_cast<int64_t>(UsedGpus(*job, t).size());
     if (rank >= first && rank < first + n) node = t.node;
     first += n;
   }
   if (node.empty()) {
     return c.Fail(NotFound("job " + std::to_string(id) + " has no rank " + std::to_string(rank) +
-                           (job->tasks.empty() ? " (it has not run yet)" : "")));
+                           (tasks->empty() ? " (it has not run yet)" : "")));
   }
   Result<NodeRecord> n = control_.Node(node);
   if (!n.ok() || n->agent_url.empty()) {
@@ -220,7 +253,7 @@ void ApiServer::JobLogs(Call& c) {
   agent.set_read_timeout(10, 0);
   httplib::Headers h = {{"Authorization", "Bearer " + n->agent_secret}};
   auto r = agent.Get("/logs/" + std::to_string(id) + "/" + std::to_string(rank) + "?generation=" +
-                         std::to_string(job->generation) + "&offset=" + std::to_string(offset) +
+                         std::to_string(generation) + "&offset=" + std::to_string(offset) +
                          "&limitBytes=" + std::to_string(limit),
                      h);
   if (!r) return c.Fail(Unavailable("the agent of node " + node + " did not answer"));
@@ -230,6 +263,7 @@ void ApiServer::JobLogs(Call& c) {
   }
   c.res.set_header("X-Unipool-Offset", r->get_header_value("X-Unipool-Offset"));
   c.res.set_header("X-Unipool-Node", node);
+  c.res.set_header("X-Unipool-Generation", std::to_string(generation));
   c.res.set_content(r->body, "text/plain; charset=utf-8");
 }
 

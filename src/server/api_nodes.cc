@@ -9,22 +9,36 @@ namespace unipool::server {
 
 // ---- Nodes -----------------------------------------------------------------
 
+// A node as the API shows it: its record and its GPUs held by jobs and free
+// (ControlPlane::NodeUsage).
+static Json NodeToJson(const NodeRecord& n,
+                       const std::map<std::string, ControlPlane::NodeUsage>& usage) {
+  Json out = NodeToJson(n);
+  auto it = usage.find(n.name);
+  const ControlPlane::NodeUsage u = it == usage.end() ? ControlPlane::NodeUsage{} : it->second;
+  out["gpusAllocated"] = u.allocated;
+  out["gpusFree"] = u.free;
+  return out;
+}
+
 void ApiServer::ListNodes(Call& c) {
   if (!c.Allow({Role::kAdmin, Role::kReadOnly, Role::kTenant}) ||
       !c.Query({"state", "partition"})) {
     return;
   }
-  const std::string state = c.req.get_param_value("state");
+  std::string state = c.req.get_param_value("state");
+  for (char& ch : state) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   const std::string partition = c.req.get_param_value("partition");
   if (!state.empty() && !ParseNodeState(state)) {
     c.Bad("state: expected up, cordoned, drained, flaky or down");
     return;
   }
+  const auto usage = control_.Usage();
   Json items = Json::array();
   for (const NodeRecord& n : control_.Nodes()) {
     if (!state.empty() && NodeStateName(n.state) != state) continue;
     if (!partition.empty() && n.partition != partition) continue;
-    items.push_back(NodeToJson(n));
+    items.push_back(NodeToJson(n, usage));
   }
   c.Reply(200, Json{{"items", items}, {"revision", control_.store().revision()}});
 }
@@ -36,7 +50,7 @@ void ApiServer::GetNode(Call& c) {
   }
   Result<NodeRecord> n = control_.Node(c.Path(1));
   if (!n.ok()) return c.Fail(n.status());
-  Json out = NodeToJson(*n);
+  Json out = NodeToJson(*n, control_.Usage());
   out["jobs"] = control_.JobsOn(n->name, c.scope);
   c.Reply(200, out);
 }

@@ -26,6 +26,20 @@ const char* kStateNames[] = {"Pending",   "Running", "Preempting",
 
 Status NoSuchJob(int64_t id) { return NotFound("job " + std::to_string(id) + " not found"); }
 
+void EndRun(JobRecord& j) {
+  if (!j.tasks.empty()) {
+    j.previous_generation = j.generation;
+    j.previous_tasks = std::move(j.tasks);
+  }
+  j.tasks.clear();
+}
+
+std::string ResumePoint(const JobRecord& j) {
+  if (j.checkpoints == 0) return "the beginning (no checkpoint yet)";
+  return "its checkpoint of " + FormatTime(j.last_checkpoint) +
+         (j.checkpoint_note.empty() ? "" : " (" + j.checkpoint_note + ")");
+}
+
 bool HasLabels(const JobRecord& j, const JobFilter& f) {
   return std::all_of(f.labels.begin(), f.labels.end(), [&](const auto& kv) {
     return std::find(j.request.labels.begin(), j.request.labels.end(), kv) !=
@@ -237,7 +251,7 @@ Status ControlPlane::Recover() {
       Txn txn;
       job.state = JobState::kFailed;
       job.finished = now;
-      job.tasks.clear();
+      EndRun(job);
       Deactivate(job);
       Write(job, "Failed", "cannot run on this cluster any more: " + st.message(), txn);
       UNIPOOL_RETURN_IF_ERROR(store_.Commit(txn).status());
@@ -281,7 +295,7 @@ Status ControlPlane::RecoverJob(JobRecord& job) {
     // one (liveness is not known yet; a lost node is swept later).
     AwaitOldRun(job, "", /*skip_lost=*/false);
     job.state = JobState::kPending;
-    job.tasks.clear();
+    EndRun(job);
   }
   return sched_->Submit(*spec, job.submitted);
 }

@@ -76,7 +76,20 @@ struct JobRecord {
   // MasterPort); 0 in records written before it existed.
   int32_t master_port = 0;
   int64_t lost_gpu_seconds = 0;
+  // Checkpoints its runs reported, and what the last one said ("step 200").
+  int64_t checkpoints = 0;
+  std::string checkpoint_note;
+  // How the last run's processes ended, like sacct's ExitCode (code:signal):
+  // the exit code of the failed rank (0 when all succeeded), or the signal
+  // that killed it; -1 / 0 when unknown (never ran, cancelled, hung).
+  int32_t exit_code = -1;
+  int32_t exit_signal = 0;
   std::vector<TaskView> tasks;          // of the current or last run (kept when it ends, for logs)
+  // The run before the current one, or the last one once its tasks were
+  // cleared (requeued, stopped): its generation and tasks, so that its logs
+  // can be read (`unipool logs --previous`). 0: none kept.
+  int64_t previous_generation = 0;
+  std::vector<TaskView> previous_tasks;
   std::string message;                  // the last change, in words
   int64_t events = 0;                   // events written
   Time preempt_deadline;                // while preempting: stop by then
@@ -143,6 +156,9 @@ struct SubmitLimits {
   // unless allow_root).
   std::string run_as;
   bool allow_root = false;
+  // Refuse a job that can never run as asked (Scheduler::WhyNever) at
+  // submission, instead of keeping it pending with reason Infeasible.
+  bool reject_infeasible = false;
 };
 
 struct QueueRecord {
@@ -199,6 +215,9 @@ struct ControlOptions {
   // Not null: job records a follower parsed already (job_prefetch.h), used
   // by the rebuild where they match the store. Not owned.
   JobPrefetch* prefetch = nullptr;
+  // Per-node metrics (unipool_node_gpus, unipool_node_state) on clusters of
+  // at most this many nodes: past it, a scrape would carry millions of lines.
+  int32_t node_metrics_max = 10000;
 };
 
 class ControlPlane {
@@ -233,6 +252,16 @@ class ControlPlane {
   Result<std::vector<JobEvent>> Events(int64_t id, const Scope& scope) const;
   // Why pending, or where it runs and why there.
   Result<std::string> Explain(int64_t id, const Scope& scope) const;
+  // What squeue shows of a pending job: the reason in one word
+  // (Scheduler::ReasonCode, or Backoff while it waits to restart after a
+  // failure) and, when the scheduler reserved GPUs for it, when it expects
+  // to start it (else -1).
+  struct PendingView {
+    std::string reason;
+    Time start = Time(-1);
+  };
+  // Of each job in `ids` that is pending (the others are left out).
+  std::map<int64_t, PendingView> Pending(const std::vector<int64_t>& ids) const;
   // The control plane's clock (ControlOptions::clock).
   Time Now() const { return options_.clock(); }
   // Moves the jobs that ended history_retention ago (a batch at a time) to
@@ -294,6 +323,13 @@ class ControlPlane {
   std::vector<JobRecord> Assignments(const std::string& name) const;
   // Job ids with tasks on `name` (scoped).
   std::vector<int64_t> JobsOn(const std::string& name, const Scope& scope) const;
+  // A node's GPUs now: held by running (or stopping) jobs, and free for the
+  // scheduler to place on (0 on a node it may not use).
+  struct NodeUsage {
+    int32_t allocated = 0, free = 0;
+  };
+  // By node name.
+  std::map<std::string, NodeUsage> Usage() const;
 
   // ---- Queues -------------------------------------------------------------
   std::vector<QueueRecord> Queues(const Scope& scope) const;
@@ -350,6 +386,8 @@ class ControlPlane {
   // which is never stored, is kept.
   void RebuildLocked();
   std::vector<NodeRecord> InitialNodes() const;
+  // REQUIRES: mu_. Usage of every node, by node index.
+  std::vector<NodeUsage> UsageLocked() const;
   void Activate(const JobRecord& job);
   void Deactivate(const JobRecord& job);
   // REQUIRES: mu_. Who `by`'s job in `queue` runs as.

@@ -9,6 +9,14 @@ namespace unipool::server {
 // kNotFound for job `id` (also when the caller may not see it).
 Status NoSuchJob(int64_t id);
 
+// Where the job's next run starts: "its checkpoint of TIME (step 200)", or
+// "the beginning (no checkpoint yet)" when its runs wrote none.
+std::string ResumePoint(const JobRecord& j);
+
+// The job's run is over here: its tasks are kept as the previous run's
+// (JobRecord::previous_tasks) and cleared.
+void EndRun(JobRecord& j);
+
 // Whether job `j` has every label that `f` asks for.
 bool HasLabels(const JobRecord& j, const JobFilter& f);
 

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cmath>
 
+#include "io/quote.h"
+#include "io/text.h"
 #include "server/control.h"
 #include "server/control_internal.h"
 #include "server/records.h"
@@ -107,6 +109,12 @@ Result<JobRecord> ControlPlane::Submit(const io::JobRequest& in, const Submitter
     if (!spec.ok()) return spec.status();
     const Time now = Now();
     if (by.tenant) UNIPOOL_RETURN_IF_ERROR(CheckLimits(request.queue, owner, by.spec_bytes, now));
+    if (auto l = limits_.find(request.queue); l != limits_.end() && l->second.reject_infeasible) {
+      if (std::optional<std::string> why = sched_->WhyNever(*spec)) {
+        return FailedPrecondition("spec: can never run: " + *why + " (queue " + request.queue +
+                                  " refuses such jobs: rejectInfeasible)");
+      }
+    }
     UNIPOOL_RETURN_IF_ERROR(sched_->Submit(*spec, now));
     ++next_id_;
     JobRecord& job = jobs_[id];
@@ -121,7 +129,7 @@ Result<JobRecord> ControlPlane::Submit(const io::JobRequest& in, const Submitter
     if (!request.secret_env.empty()) txn.Put(SecretKey(id), SecretsToJson(request).dump());
     Write(job, "Submitted",
           "submitted by " + owner + " to queue " + request.queue + ": " +
-              std::to_string(request.gpus) + " GPUs",
+              io::Count(request.gpus, "GPU"),
           txn);
     Result<int64_t> r = ApplyLocked(txn);
     if (!r.ok()) return r.status();
@@ -135,9 +143,16 @@ Result<JobRecord> ControlPlane::Submit(const io::JobRequest& in, const Submitter
   return copy;
 }
 
-Status ControlPlane::Validate(const io::JobRequest& request) const {
+Status ControlPlane::Validate(const io::JobRequest& in) const {
+  io::JobRequest request = in;
+  if (request.exclusive && request.gpus_per_node == 0) request.gpus_per_node = NodeShare(request);
   std::lock_guard lock(mu_);
-  return ToSchedSpec(next_id_, request).status();
+  Result<sched::JobSpec> spec = ToSchedSpec(next_id_, request);
+  if (!spec.ok()) return spec.status();
+  if (std::optional<std::string> why = sched_->WhyNever(*spec)) {
+    return FailedPrecondition("spec: can never run: " + *why);
+  }
+  return Status::Ok();
 }
 
 Result<JobRecord> ControlPlane::Get(int64_t id, const Scope& scope) const {
@@ -234,9 +249,31 @@ Result<std::string> ControlPlane::Explain(int64_t id, const Scope& scope) const 
     if (!archived.ok()) return archived.status();
     return archived->message;
   }
-  if (!scope.Sees(it->second.request.queue)) return NoSuchJob(id);
-  if (Terminal(it->second.state)) return std::string(it->second.message);
+  const JobRecord& job = it->second;
+  if (!scope.Sees(job.request.queue)) return NoSuchJob(id);
+  if (Terminal(job.state)) return std::string(job.message);
+  if (job.state == JobState::kPending && job.retry_at.value() > 0) {
+    return "pending: restarting after a failure; queued again at " + FormatTime(job.retry_at) +
+           " (backoff)";
+  }
   return sched_->Explain(JobId(id));
+}
+
+std::map<int64_t, ControlPlane::PendingView> ControlPlane::Pending(
+    const std::vector<int64_t>& ids) const {
+  std::map<int64_t, PendingView> out;
+  std::lock_guard lock(mu_);
+  for (int64_t id : ids) {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end() || it->second.state != JobState::kPending) continue;
+    if (it->second.retry_at.value() > 0) {
+      out[id] = PendingView{"Backoff", Time(-1)};
+    } else if (const sched::JobInfo* info = sched_->Find(JobId(id))) {
+      out[id] = PendingView{sched::Scheduler::ReasonCode(info->reason),
+                            sched::Scheduler::EstimatedStart(info->reason)};
+    }
+  }
+  return out;
 }
 
 Status ControlPlane::Finish(JobRecord& job, JobState state, const std::string& type,
@@ -253,6 +290,11 @@ Status ControlPlane::Finish(JobRecord& job, JobState state, const std::string& t
   Write(job, type, message, txn);
   metrics_.Add("unipool_jobs_finished_total",
                {{"queue", job.request.queue}, {"state", JobStateName(state)}});
+  if (job.started.value() > 0) {
+    metrics_.Observe("unipool_job_run_seconds",
+                     {{"queue", job.request.queue}, {"state", JobStateName(state)}},
+                     ToSeconds(job.finished - job.started));
+  }
   dirty_ = true;
   return Status::Ok();
 }
@@ -387,6 +429,15 @@ Status ControlPlane::ApplyReportLocked(JobRecord& job, const std::string& kind,
     if (d.is_object() && d.contains("progress") && d["progress"].is_object()) {
       job.progress = d["progress"].dump();
     }
+    if (kind == "succeeded") job.exit_code = 0, job.exit_signal = 0;
+    if (kind == "failed" && d.is_object()) {  // the failed rank's end, when the agent knows it
+      const Json code = d.value("exitCode", Json()), sig = d.value("signal", Json());
+      if (code.is_number_integer() && code.get<int64_t>() >= 0 && code.get<int64_t>() <= 255) {
+        job.exit_code = code.get<int32_t>(), job.exit_signal = 0;
+      } else if (sig.is_number_integer() && sig.get<int64_t>() > 0 && sig.get<int64_t>() <= 64) {
+        job.exit_code = 0, job.exit_signal = sig.get<int32_t>();
+      }
+    }
   }
   // A rank that dies because its peers stopped for a preemption is not a
   // failure of the job: count it as that node having stopped.
@@ -429,17 +480,27 @@ Status ControlPlane::ApplyReportLocked(JobRecord& job, const std::string& kind,
       }
     }
     if (txn.ops.empty()) {
+      // The work since its last checkpoint (one written in its grace counts)
+      // is lost: the scheduler's count of it grows by that.
+      const sched::JobInfo* info = sched_->Find(JobId(id));
+      const int64_t lost_before = info ? info->lost_gpu_seconds : 0;
       UNIPOOL_RETURN_IF_ERROR(sched_->Stopped(JobId(id), now));
+      info = sched_->Find(JobId(id));
+      const int64_t lost = info ? std::max<int64_t>(0, info->lost_gpu_seconds - lost_before) : 0;
+      job.lost_gpu_seconds += lost;
+      metrics_.Add("unipool_preempted_gpu_seconds_total", {{"queue", job.request.queue}},
+                   static_cast<double>(lost));
       AwaitOldRun(job, node);  // an admin's word for the nodes: they still confirm
       job.state = JobState::kPending;
-      job.tasks.clear();
+      EndRun(job);
       job.stopped_nodes.clear();
-      Write(job, "Stopped",
-            "stopped; resumes from its checkpoint of " + FormatTime(job.last_checkpoint), txn);
+      Write(job, "Stopped", "stopped; resumes from " + ResumePoint(job), txn);
     }
   } else if (k == "checkpoint") {
     UNIPOOL_RETURN_IF_ERROR(sched_->Checkpointed(JobId(id), now));
     job.last_checkpoint = now;
+    ++job.checkpoints;
+    job.checkpoint_note = io::Truncate(why, 200);
     Write(job, "Checkpointed", "checkpoint written" + (why.empty() ? "" : ": " + why), txn);
   } else {
     return InvalidArgument("kind: expected succeeded, failed, stopped or checkpoint, got '" + kind +

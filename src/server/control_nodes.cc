@@ -221,6 +221,31 @@ std::vector<int64_t> ControlPlane::JobsOn(const std::string& name, const Scope& 
   return out;
 }
 
+std::vector<ControlPlane::NodeUsage> ControlPlane::UsageLocked() const {
+  std::vector<NodeUsage> out(topo_.num_nodes());
+  for (int64_t id : active_) {
+    const JobRecord& job = jobs_.at(id);
+    if (job.state != JobState::kRunning && job.state != JobState::kPreempting) continue;
+    for (const TaskView& t : job.tasks) {
+      if (auto n = topo_.FindNode(t.node)) {
+        out[n->value()].allocated += static_cast<int32_t>(t.gpus.size());
+      }
+    }
+  }
+  for (int32_t i = 0; i < topo_.num_nodes(); ++i) {
+    out[i].free = static_cast<int32_t>(sched_->pool().free(NodeId(i)));
+  }
+  return out;
+}
+
+std::map<std::string, ControlPlane::NodeUsage> ControlPlane::Usage() const {
+  std::lock_guard lock(mu_);
+  const std::vector<NodeUsage> usage = UsageLocked();
+  std::map<std::string, NodeUsage> out;
+  for (int32_t i = 0; i < topo_.num_nodes(); ++i) out.emplace(nodes_[i].name, usage[i]);
+  return out;
+}
+
 // ---- Queues ----------------------------------------------------------------
 
 std::vector<QueueRecord> ControlPlane::Queues(const Scope& scope) const {

@@ -130,8 +130,7 @@ void ControlPlane::RetryAfterBackoff(Time now, Txn& txn) {
       (void)Finish(job, JobState::kFailed, "Failed", "cannot restart: " + st.message(), txn);
     } else {
       Write(job, "Requeued",
-            "backoff over; queued to restart from its checkpoint of " +
-                FormatTime(job.last_checkpoint),
+            "backoff over; queued to restart from " + ResumePoint(job),
             txn);
     }
     it = backoff_.erase(it);
@@ -153,7 +152,7 @@ void ControlPlane::StopHeldRun(JobRecord& job, const sched::PreemptJob& x, Time 
     return;
   }
   job.state = JobState::kPending;
-  job.tasks.clear();
+  EndRun(job);
   job.stopped_nodes.clear();
   Write(job, "Stopped",
         PreemptionWhy(x) + " before it started (it waited for its last run's nodes)", txn);
@@ -177,17 +176,22 @@ void ControlPlane::ApplyDecision(const sched::Decision& d, Time now, Txn& txn) {
           if (it == jobs_.end()) return;
           JobRecord& job = it->second;
           if constexpr (std::is_same_v<T, sched::StartJob>) {
+            if (job.generation == 0) {
+              metrics_.Observe("unipool_job_wait_seconds", {{"queue", job.request.queue}},
+                               ToSeconds(now - job.submitted));
+            }
             job.state = JobState::kRunning;
             job.stopped_nodes.clear();
+            EndRun(job);
             job.tasks = ToTasks(x.placement);
-            job.started = now;
-            job.last_checkpoint = now;
+            job.started = now;  // (last_checkpoint stays: the one this run resumes from)
             ++job.generation;
             job.master_port = PickMasterPort(job);
             if (job.request.time_limit.value() > 0) timed_.insert(job.id);
             Write(job, "Started", DescribePlacement(topo_, x.placement) + ShapeNote(job), txn);
           } else if constexpr (std::is_same_v<T, sched::ResizeJob>) {
             AwaitOldRun(job, "");
+            EndRun(job);
             job.tasks = ToTasks(x.placement);
             ++job.generation;
             job.master_port = PickMasterPort(job);
@@ -203,17 +207,16 @@ void ControlPlane::ApplyDecision(const sched::Decision& d, Time now, Txn& txn) {
             job.state = JobState::kPreempting;
             job.preempt_deadline = x.deadline;
             ++job.preemptions;
-            job.lost_gpu_seconds += x.lost_gpu_seconds;
+            // Its lost work is counted when it stops: a checkpoint written
+            // in its grace saves what it did until then.
             metrics_.Add("unipool_preemptions_total", {{"queue", job.request.queue}});
-            metrics_.Add("unipool_preempted_gpu_seconds_total", {{"queue", job.request.queue}},
-                         static_cast<double>(x.lost_gpu_seconds));
             const std::string why = PreemptionWhy(x);
             Write(job, "Preempted", why + "; checkpoint and stop by " + FormatTime(x.deadline),
                   txn);
           } else if constexpr (std::is_same_v<T, sched::RequeueJob>) {
             AwaitOldRun(job, "");  // (a lost node is no longer alive: fenced)
             job.state = JobState::kPending;
-            job.tasks.clear();
+            EndRun(job);
             job.lost_gpu_seconds += x.lost_gpu_seconds;
             // A lost node is a disruption, not the job's failure: it does
             // not count against maxRestarts (Kubernetes' pod failure policy).
@@ -225,7 +228,7 @@ void ControlPlane::ApplyDecision(const sched::Decision& d, Time now, Txn& txn) {
                               : job.message.empty() ? "stopped"
                                                     : job.message;
             Write(job, "Requeued",
-                  why + "; resumes from its checkpoint of " + FormatTime(x.from_checkpoint), txn);
+                  why + "; resumes from " + ResumePoint(job), txn);
           } else if constexpr (std::is_same_v<T, sched::FailJob>) {
             job.state = JobState::kFailed;
             job.finished = now;
@@ -282,26 +285,32 @@ void ControlPlane::UpdateGauges() {
   for (const char* g :
        {"unipool_gpus", "unipool_jobs", "unipool_queue_pending_gpus", "unipool_queue_used_gpus",
         "unipool_queue_guarantee_gpus", "unipool_queue_limit_gpus", "unipool_nodes",
-        "unipool_largest_free_block_gpus"}) {
+        "unipool_largest_free_block_gpus", "unipool_node_gpus", "unipool_node_state"}) {
     metrics_.Reset(g);
   }
-  // GPUs and nodes by partition and state.
-  std::map<std::string, int64_t> allocated;  // by node
-  for (int64_t id : active_) {
-    const JobRecord& j = jobs_.at(id);
-    if (j.state != JobState::kRunning && j.state != JobState::kPreempting) continue;
-    for (const TaskView& t : j.tasks) allocated[t.node] += t.gpus.size();
-  }
+  // GPUs and nodes by partition and state; per node on clusters of at most
+  // node_metrics_max nodes.
+  const std::vector<NodeUsage> usage = UsageLocked();
+  const bool per_node = topo_.num_nodes() <= options_.node_metrics_max;
   std::map<std::pair<std::string, std::string>, int64_t> gpus, nodes;
   for (int32_t i = 0; i < topo_.num_nodes(); ++i) {
     const NodeRecord& n = nodes_[i];
-    const int64_t free = sched_->pool().free(NodeId(i));
-    auto a = allocated.find(n.name);
-    const int64_t used = a == allocated.end() ? 0 : a->second;
+    const int64_t used = usage[i].allocated, free = usage[i].free;
     gpus[{n.partition, "allocated"}] += used;
     gpus[{n.partition, "free"}] += free;
     gpus[{n.partition, "unavailable"}] += n.gpus - used - free;
     nodes[{n.partition, NodeStateName(n.state)}]++;
+    if (!per_node) continue;
+    for (auto [state, v] : {std::pair{"allocated", used}, {"free", free},
+                            {"unavailable", n.gpus - used - free}}) {
+      metrics_.Set("unipool_node_gpus", {{"node", n.name}, {"state", state}},
+                   static_cast<double>(v));
+    }
+    for (int st = 0; st <= static_cast<int>(NodeState::kDown); ++st) {
+      const char* name = NodeStateName(static_cast<NodeState>(st));
+      metrics_.Set("unipool_node_state", {{"node", n.name}, {"state", name}},
+                   n.state == static_cast<NodeState>(st) ? 1 : 0);
+    }
   }
   for (const auto& [key, v] : gpus) {
     metrics_.Set("unipool_gpus", {{"partition", key.first}, {"state", key.second}},
@@ -394,6 +403,17 @@ void ControlPlane::DeclareMetrics(Metrics& m) {
             Metrics::LatencyBuckets());
   m.Declare("unipool_scheduling_decision_seconds", T::kHistogram,
             "Reconcile time per decision made.", Metrics::LatencyBuckets());
+  m.Declare("unipool_job_wait_seconds", T::kHistogram,
+            "Time from submission to a job's first start, by queue.", Metrics::JobBuckets());
+  m.Declare("unipool_job_run_seconds", T::kHistogram,
+            "Time from a job's last start to its end, by queue and final state.",
+            Metrics::JobBuckets());
+  m.Declare("unipool_node_gpus", T::kGauge,
+            "A node's GPUs by state: allocated, free (placeable) or unavailable (down, cordoned, "
+            "unhealthy); off past --node-metrics-max nodes.");
+  m.Declare("unipool_node_state", T::kGauge,
+            "1 for the node's scheduling state (up, cordoned, drained, flaky, down), like "
+            "kube-state-metrics' node conditions.");
 }
 
 }  // namespace unipool::server

@@ -76,6 +76,11 @@ std::vector<double> Metrics::LatencyBuckets() {
           0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10};
 }
 
+std::vector<double> Metrics::JobBuckets() {
+  return {1,     10,    30,     60,     300,    600,     1800,   3600,
+          7200,  14400, 28800,  43200,  86400,  172800,  604800, 2592000};
+}
+
 void Metrics::Declare(const std::string& name, Type type, const std::string& help,
                       std::vector<double> buckets) {
   std::lock_guard lock(mu_);
@@ -158,6 +163,14 @@ void DeclareProcessMetrics(Metrics& m) {
   m.Declare("process_max_fds", T::kGauge, "The limit on open file descriptors.");
   m.Declare("process_start_time_seconds", T::kGauge,
             "Start time of the process since the Unix epoch in seconds.");
+}
+
+const char* UnipoolVersion() { return UNIPOOL_VERSION; }
+
+void DeclareBuildInfo(Metrics& m) {
+  m.Declare("unipool_build_info", Metrics::Type::kGauge,
+            "1, labelled with the version of unipool that runs and its compiler.");
+  m.Set("unipool_build_info", {{"version", UnipoolVersion()}, {"compiler", __VERSION__}}, 1);
 }
 
 void UpdateProcessMetrics(Metrics& m) {

@@ -37,6 +37,8 @@ class Metrics {
 
   // Bucket bounds for latencies in seconds: 100 us to 10 s.
   static std::vector<double> LatencyBuckets();
+  // Bucket bounds for the life of jobs in seconds: 1 s to 30 days.
+  static std::vector<double> JobBuckets();
 
  private:
   struct Histogram {
@@ -65,5 +67,11 @@ std::string RenderLabels(const Labels& labels);
 // descriptors, start time. Declare once; Update before each Render.
 void DeclareProcessMetrics(Metrics& m);
 void UpdateProcessMetrics(Metrics& m);
+
+// unipool's version (the project's, from CMake), e.g. "0.1.0".
+const char* UnipoolVersion();
+// unipool_build_info{version,compiler}: 1, the way Prometheus' own
+// build_info says what runs.
+void DeclareBuildInfo(Metrics& m);
 
 }  // namespace unipool::server

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <ctime>
+#include <tuple>
 
 #include "io/quote.h"
 #include "io/text.h"
@@ -55,6 +56,10 @@ std::string AgentKey(const std::string& name) { return "/agents/" + name; }
 Json JobToJson(const JobRecord& job) {
   Json tasks = Json::array();
   for (const TaskView& t : job.tasks) tasks.push_back({{"node", t.node}, {"gpus", t.gpus}});
+  Json previous = Json::array();
+  for (const TaskView& t : job.previous_tasks) {
+    previous.push_back({{"node", t.node}, {"gpus", t.gpus}});
+  }
   return Json{{"id", job.id},
               {"name", job.request.name},
               {"queue", job.request.queue},
@@ -79,8 +84,16 @@ Json JobToJson(const JobRecord& job) {
               {"generation", job.generation},
               {"masterPort", job.master_port},
               {"lostGpuSeconds", job.lost_gpu_seconds},
+              {"checkpoints", job.checkpoints},
+              {"checkpointNote", job.checkpoint_note},
+              {"exitCode", job.exit_code < 0 ? Json() : Json(job.exit_code)},
+              {"exitSignal", job.exit_signal == 0 ? Json() : Json(job.exit_signal)},
               {"events", job.events},
               {"tasks", tasks},
+              {"previousRun", job.previous_generation == 0
+                                  ? Json()
+                                  : Json{{"generation", job.previous_generation},
+                                         {"tasks", previous}}},
               {"stoppedNodes", job.stopped_nodes},
               {"clearing", job.clearing},
               {"peerFailure",
@@ -110,6 +123,25 @@ static Status StoredInt(const Json& j, const char* key, int64_t lo, int64_t hi, 
   return Status::Ok();
 }
 
+// A run's tasks ([{node, gpus}]) at `where`. Throws Json::exception on a
+// missing field or a wrong type (the caller names the record).
+static Status TasksFromJson(const Json& tasks, const std::string& where,
+                            std::vector<TaskView>& out) {
+  for (const Json& t : tasks) {
+    TaskView view{t.at("node").get<std::string>(), {}};
+    for (const Json& g : t.at("gpus")) {
+      // GPU indexes are small: a node has at most kMaxGpuIndex GPUs.
+      if (!g.is_number_integer() || g.get<int64_t>() < 0 || g.get<int64_t>() > kMaxGpuIndex) {
+        return InvalidArgument(where + ".gpus: " + g.dump() + " is not a GPU index (0 to " +
+                               std::to_string(kMaxGpuIndex) + ")");
+      }
+      view.gpus.push_back(static_cast<int>(g.get<int64_t>()));
+    }
+    out.push_back(std::move(view));
+  }
+  return Status::Ok();
+}
+
 Result<JobRecord> JobFromJson(const Json& j) {
   if (!j.is_object()) return InvalidArgument("job: expected an object");
   JobRecord job;
@@ -128,6 +160,16 @@ Result<JobRecord> JobFromJson(const Json& j) {
     job.disruptions = static_cast<int32_t>(disruptions);
   }
   job.preemptions = static_cast<int32_t>(preemptions);
+  for (auto [key, out, hi] : {std::tuple{"exitCode", &job.exit_code, 255},
+                              {"exitSignal", &job.exit_signal, 64}}) {
+    if (!j.contains(key) || j[key].is_null()) continue;  // unknown, or written before it existed
+    int64_t v = 0;
+    UNIPOOL_RETURN_IF_ERROR(StoredInt(j, key, 0, hi, &v));
+    *out = static_cast<int32_t>(v);
+  }
+  if (j.contains("checkpoints")) {  // absent in records written before it existed
+    UNIPOOL_RETURN_IF_ERROR(StoredInt(j, "checkpoints", 0, kMax, &job.checkpoints));
+  }
   if (j.contains("masterPort")) {  // absent in records written before it existed
     int64_t port = 0;
     UNIPOOL_RETURN_IF_ERROR(StoredInt(j, "masterPort", 0, kLastMasterPort, &port));
@@ -149,6 +191,7 @@ Result<JobRecord> JobFromJson(const Json& j) {
     if (!state) return InvalidArgument("job.state: unknown state");
     job.state = *state;
     job.message = j.value("message", "");
+    job.checkpoint_note = j.value("checkpointNote", "");
     if (j.contains("progress") && j["progress"].is_object()) job.progress = j["progress"].dump();
     if (j.contains("stoppedNodes")) {
       for (const Json& n : j.at("stoppedNodes")) job.stopped_nodes.insert(n.get<std::string>());
@@ -173,17 +216,16 @@ Result<JobRecord> JobFromJson(const Json& j) {
       job.peer_failure_node = p.at("node").get<std::string>();
       job.peer_failure_why = p.at("message").get<std::string>();
     }
-    for (const Json& t : j.at("tasks")) {
-      TaskView view{t.at("node").get<std::string>(), {}};
-      for (const Json& g : t.at("gpus")) {
-        // GPU indexes are small: a node has at most kMaxGpuIndex GPUs.
-        if (!g.is_number_integer() || g.get<int64_t>() < 0 || g.get<int64_t>() > kMaxGpuIndex) {
-          return InvalidArgument("job.tasks.gpus: " + g.dump() + " is not a GPU index (0 to " +
-                                 std::to_string(kMaxGpuIndex) + ")");
-        }
-        view.gpus.push_back(static_cast<int>(g.get<int64_t>()));
+    UNIPOOL_RETURN_IF_ERROR(TasksFromJson(j.at("tasks"), "job.tasks", job.tasks));
+    if (j.contains("previousRun") && !j["previousRun"].is_null()) {  // absent: written before
+      const Json& p = j["previousRun"];
+      if (!p.is_object() || !p.value("generation", Json()).is_number_integer() ||
+          p["generation"].get<int64_t>() < 1 || p["generation"].get<int64_t>() > job.generation) {
+        return InvalidArgument("job.previousRun: expected {generation, tasks} of a run");
       }
-      job.tasks.push_back(std::move(view));
+      job.previous_generation = p["generation"].get<int64_t>();
+      UNIPOOL_RETURN_IF_ERROR(
+          TasksFromJson(p.at("tasks"), "job.previousRun.tasks", job.previous_tasks));
     }
   } catch (const Json::exception& e) {
     return InvalidArgument(std::string("job: ") + e.what());
@@ -249,6 +291,7 @@ Json QueueToJson(const QueueRecord& q) {
               {"maxSubmitsPerMinute", q.limits.submits_per_minute},
               {"runAs", q.limits.run_as},
               {"allowRoot", q.limits.allow_root},
+              {"rejectInfeasible", q.limits.reject_infeasible},
               {"usedGpus", q.used.value()},
               {"pendingJobs", q.pending},
               {"runningJobs", q.running},
@@ -266,7 +309,8 @@ Result<sched::QueueSpec> QueueSpecFromJson(const Json& j, const std::string& whe
                                                "pendingJobs",  "runningJobs",
                                                "pendingGpus",  "maxJobs",
                                                "maxSpecBytes", "maxSubmitsPerMinute",
-                                               "runAs",        "allowRoot"};
+                                               "runAs",        "allowRoot",
+                                               "rejectInfeasible"};
   for (const auto& [key, v] : j.items()) {
     if (!kKnown.contains(key)) {
       return InvalidArgument(where + "." + io::OneLine(io::Truncate(key, 64)) + ": unknown field");
@@ -334,11 +378,11 @@ Result<SubmitLimits> SubmitLimitsFromJson(const Json& j, const std::string& wher
     }
     l.run_as = j["runAs"].get<std::string>();
   }
-  if (j.contains("allowRoot")) {
-    if (!j["allowRoot"].is_boolean()) {
-      return InvalidArgument(where + ".allowRoot: expected true or false");
-    }
-    l.allow_root = j["allowRoot"].get<bool>();
+  for (auto [key, out] : {std::pair{"allowRoot", &l.allow_root},
+                          {"rejectInfeasible", &l.reject_infeasible}}) {
+    if (!j.contains(key)) continue;
+    if (!j[key].is_boolean()) return InvalidArgument(where + "." + key + ": expected true or false");
+    *out = j[key].get<bool>();
   }
   return l;
 }

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "io/cluster_reader.h"
+#include "io/time_format.h"
 #include "server/job_prefetch.h"
 #include "store/etcd_mirror.h"
 
@@ -70,6 +71,7 @@ Result<std::unique_ptr<Server>> Server::Open(const ServerOptions& options, Logge
   ControlPlane::DeclareMetrics(s->metrics_);
   ApiServer::DeclareMetrics(s->metrics_);
   DeclareProcessMetrics(s->metrics_);
+  DeclareBuildInfo(s->metrics_);
   if (options.store == "etcd") DeclareMaintenanceMetrics(s->metrics_);
   ControlOptions copt;
   copt.node_lease = options.node_lease;
@@ -82,7 +84,9 @@ Result<std::unique_ptr<Server>> Server::Open(const ServerOptions& options, Logge
     copt.history = s->history_.get();
     copt.history_retention = options.history_retention;
   }
+  copt.node_metrics_max = options.node_metrics_max;
   copt.sched.min_runtime = options.min_runtime;
+  copt.sched.format_time = [](Time t) { return io::FormatTime(t); };
   copt.sched.max_attempts_per_cycle = options.max_attempts_per_cycle;
   // Jobs whose shape already failed in a pass cost no attempt: look at ten
   // times the depth at most, so a deep queue on a full cluster is not

@@ -48,7 +48,10 @@ std::string DescribePlacement(const Topology& topo, const Placement& p) {
     out += " (" + topo.node_name(p.tasks[0].node) + ")";
   } else {
     const GroupId g = topo.group_of(p.tasks[0].node, s.span_tier);
-    out += " within " + topo.tier(s.span_tier).name + " " + topo.group_name(s.span_tier, g);
+    // "within rack r12"; a group named as its tier (the one top group) is "one rack".
+    const std::string& tier = topo.tier(s.span_tier).name;
+    const std::string& group = topo.group_name(s.span_tier, g);
+    out += " within " + (group == tier ? "one " + tier : tier + " " + group);
     for (int t = 0; t < s.span_tier; ++t) {
       out += ", " + std::to_string(s.groups_used[t]) + " " + topo.tier(t).name +
              (s.groups_used[t] == 1 ? "" : "s");

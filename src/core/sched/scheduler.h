@@ -45,6 +45,9 @@ enum class PlacerKind {
 
 struct SchedulerOptions {
   PlacerKind placer = PlacerKind::kTopology;
+  // How Explain writes a time: the server's clock is wall time and says
+  // 2026-12-01T10:00:00.000Z; the simulator's starts at 0 (null: "t=3600s").
+  std::string (*format_time)(Time) = nullptr;
   // A job runs at least this long after it starts before it may be
   // preempted again (no thrash).
   Duration min_runtime = Seconds(300);
@@ -174,9 +177,21 @@ class Scheduler {
 
   // ---- Queries ---------------------------------------------------------------
   const JobInfo* Find(JobId job) const;
+  // Why a job of `spec` could never run as asked (more GPUs than its queue's
+  // limit, or than the cluster or the asked group holds with every node up
+  // and idle), in words; nullopt when it could. REQUIRES: Check(spec) ok
+  // but for the id.
+  std::optional<std::string> WhyNever(const JobSpec& spec) const;
   // A sentence a user understands: why pending, or why placed where it is.
   std::string Explain(JobId job) const;
   std::string ExplainReason(const PendingReason& r) const;
+  // The reason in one word, as squeue's REASON column gives it: Resources,
+  // Priority, QueueLimit, NoGuarantee, Topology, Reserved, Preempting,
+  // Infeasible or New.
+  static const char* ReasonCode(const PendingReason& r);
+  // When a pending job holding a reservation expects to start; -1 when it
+  // holds none or the time is unknown.
+  static Time EstimatedStart(const PendingReason& r);
   const SchedulerStats& stats() const { return stats_; }
   int64_t pending_count() const { return static_cast<int64_t>(pending_count_); }
   int64_t running_count() const { return static_cast<int64_t>(running_.size()); }

@@ -14,9 +14,9 @@ const JobInfo* Scheduler::Find(JobId id) const {
   return it == jobs_.end() ? nullptr : &it->second;
 }
 
-static std::string At(Time t) {
-  return t.value() < 0 ? "an unknown time (running jobs give no estimates)"
-                       : "t=" + std::to_string(t.value() / 1000000000) + "s";
+static std::string At(Time t, const SchedulerOptions& o) {
+  if (t.value() < 0) return "an unknown time (running jobs give no estimates)";
+  return o.format_time ? o.format_time(t) : "t=" + std::to_string(t.value() / 1000000000) + "s";
 }
 
 std::string Scheduler::ExplainReason(const PendingReason& r) const {
@@ -45,7 +45,7 @@ std::string Scheduler::ExplainReason(const PendingReason& r) const {
       return "queue is strict FIFO: waiting behind job " + std::to_string(o.head.value());
     }
     std::string operator()(const reason::WaitingForReservation& o) {
-      return "GPUs are reserved for job " + std::to_string(o.holder.value()) + " from " + At(o.at) +
+      return "GPUs are reserved for job " + std::to_string(o.holder.value()) + " from " + At(o.at, s.options_) +
              "; this job would delay it (give a runtime estimate that ends before then, or make "
              "it preemptible, to backfill)";
     }
@@ -53,7 +53,7 @@ std::string Scheduler::ExplainReason(const PendingReason& r) const {
       std::string where = o.tier >= 0 ? " in " + s.topo_->tier(o.tier).name + " " +
                                             s.topo_->group_name(o.tier, o.group)
                                       : "";
-      return "next to run: GPUs" + where + " are reserved for it from " + At(o.at);
+      return "next to run: GPUs" + where + " are reserved for it from " + At(o.at, s.options_);
     }
     std::string operator()(const reason::WaitingForPreemption& o) {
       std::string ids;
@@ -66,6 +66,31 @@ std::string Scheduler::ExplainReason(const PendingReason& r) const {
   return std::visit(Visitor{*this}, r);
 }
 
+std::optional<std::string> Scheduler::WhyNever(const JobSpec& spec) const {
+  return Infeasible(NewJob(spec, Time(0)));
+}
+
+const char* Scheduler::ReasonCode(const PendingReason& r) {
+  struct Visitor {
+    const char* operator()(const reason::New&) { return "New"; }
+    const char* operator()(const reason::OverLimit&) { return "QueueLimit"; }
+    const char* operator()(const reason::NoBorrowing&) { return "NoGuarantee"; }
+    const char* operator()(const reason::NotEnoughGpus&) { return "Resources"; }
+    const char* operator()(const reason::NoContiguousBlock&) { return "Topology"; }
+    const char* operator()(const reason::BehindFifoHead&) { return "Priority"; }
+    const char* operator()(const reason::WaitingForReservation&) { return "Reserved"; }
+    const char* operator()(const reason::HoldsReservation&) { return "Resources"; }
+    const char* operator()(const reason::WaitingForPreemption&) { return "Preempting"; }
+    const char* operator()(const reason::Infeasible&) { return "Infeasible"; }
+  };
+  return std::visit(Visitor{}, r);
+}
+
+Time Scheduler::EstimatedStart(const PendingReason& r) {
+  const auto* held = std::get_if<reason::HoldsReservation>(&r);
+  return held ? held->at : Time(-1);
+}
+
 std::string Scheduler::Explain(JobId id) const {
   const JobInfo* job = Find(id);
   if (!job) return "unknown job";
@@ -73,7 +98,7 @@ std::string Scheduler::Explain(JobId id) const {
     case JobPhase::kPending:
       return "pending: " + ExplainReason(job->reason);
     case JobPhase::kPreempting:
-      return "preempting: must stop by " + At(job->preempt_deadline);
+      return "preempting: must stop by " + At(job->preempt_deadline, options_);
     default:
       break;
   }
