@@ -132,12 +132,21 @@ class WatchPrinter {
       return;
     }
     io::Table t(header_);
+    std::vector<std::vector<std::string>> rows;
     for (const Json& o : items) {
-      t.Add(Row(o));
+      rows.push_back(Row(o));
+      t.Add(rows.back());
       Seen(o);
     }
+    // Room for any state from the start (Preempting, Succeeded), so the
+    // rows a change prints later line up with these.
     widths_ = t.Widths();
-    std::cout << t.Render() << std::flush;
+    for (size_t c = 0; c < header_.size(); ++c) {
+      if (header_[c] == "STATE") widths_[c] = std::max<size_t>(widths_[c], 10);
+    }
+    std::string out = io::Table::Row(header_, widths_);
+    for (const auto& row : rows) out += io::Table::Row(row, widths_);
+    std::cout << out << std::flush;
   }
   void Change(const Json& event) {
     const Json& obj = event["object"];

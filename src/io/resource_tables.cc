@@ -51,6 +51,7 @@ std::string ElapsedCell(const Json& job, int64_t now) {
   std::optional<int64_t> start = EpochSeconds(job.value("started", Json()));
   if (!start) return "-";
   const std::string state = job.value("state", "");
+  if (state == "Pending") return "-";  // between runs: nothing runs now
   std::optional<int64_t> end = EpochSeconds(job.value("finished", Json()));
   if (state == "Running" || state == "Preempting" || !end) end = now;
   return HumanDuration(*end - *start);

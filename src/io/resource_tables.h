@@ -29,7 +29,8 @@ std::string Clip(std::string s, size_t n);
 // sacct's ExitCode of a job: "code:signal" ("0:0", "3:0", "0:9"), "-" when
 // its processes have not ended (or ended without one: cancelled, hung).
 std::string ExitCell(const Json& job);
-// How long a job ran: start to end, or to `now` while it runs; "-" if never.
+// How long a job's last run ran: start to end, or to `now` while it runs;
+// "-" while pending.
 std::string ElapsedCell(const Json& job, int64_t now);
 
 // One kind of object `get` lists: its API collection, watch kind, the

@@ -53,6 +53,9 @@ std::string DescribePlacement(const Topology& topo, const Placement& p) {
     const std::string& group = topo.group_name(s.span_tier, g);
     out += " within " + (group == tier ? "one " + tier : tier + " " + group);
     for (int t = 0; t < s.span_tier; ++t) {
+      // (a tier with a group per node, like the scale-up domain of 8-GPU
+      // nodes, says nothing the node count has not said)
+      if (s.groups_used[t] == static_cast<int>(p.tasks.size())) continue;
       out += ", " + std::to_string(s.groups_used[t]) + " " + topo.tier(t).name +
              (s.groups_used[t] == 1 ? "" : "s");
     }

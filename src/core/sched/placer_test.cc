@@ -149,7 +149,7 @@ TEST_F(PlacerTest, AllReduceEstimateFollowsTheSlowestHop) {
   const double expect_s = 2.0 * 15 / 16 * (1LL << 30) * 8 / 400e9 + 30 * 2e-6;
   EXPECT_NEAR(ToSeconds(p.score.allreduce_1gib), expect_s, 1e-9);
   EXPECT_EQ(DescribePlacement(topo_, p),
-            "2 nodes within rack rack-00, 2 nvlinks; ring all-reduce of 1 GiB ~ 40.3 ms");
+            "2 nodes within rack rack-00; ring all-reduce of 1 GiB ~ 40.3 ms");
 }
 
 // Spread: with one task per node, four 2-GPU tasks take four nodes (in

@@ -80,7 +80,7 @@ TEST_F(SchedulerTest, GangStartsWholeOnTheClosestTier) {
   EXPECT_EQ(starts[0].placement.gpus(), Gpus(16));
   EXPECT_EQ(starts[0].placement.score.span_tier, 1);  // one rack
   EXPECT_EQ(sched_->Explain(JobId(1)),
-            "running on 2 nodes within rack rack-00, 2 nvlinks; ring all-reduce of 1 GiB ~ "
+            "running on 2 nodes within rack rack-00; ring all-reduce of 1 GiB ~ "
             "40.3 ms; the lowest tier with room, best-fit at each tier");
 }
 
