@@ -12,6 +12,7 @@ packages=(
   python3 python3-torch
   bubblewrap busybox-static   # the container tests: a runtime and an image's shell
   etcd-server etcd-client     # --store etcd, `unipool up --ha` and their tests
+  chromium chromium-driver python3-selenium   # the web dashboard's browser tests
 )
 
 missing=()

@@ -11,6 +11,7 @@
 
 #include "io/quote.h"
 #include "server/api_call.h"
+#include "server/web_assets.h"
 
 namespace unipool::server {
 
@@ -272,6 +273,8 @@ Status ApiServer::Init() {
   Route("GET", "/v1/queues/*", "/v1/queues/{name}", &ApiServer::GetQueue);
   Route("PUT", "/v1/queues/*", "/v1/queues/{name}", &ApiServer::PutQueue);
   Route("GET", "/v1/watch", "/v1/watch", &ApiServer::Watch, Lane::kLongPoll);
+  Route("GET", "/v1/topology", "/v1/topology", &ApiServer::TopologyView);
+  Route("GET", "/v1/jobs/*/progress", "/v1/jobs/{id}/progress", &ApiServer::JobProgress);
   return Status::Ok();
 }
 
@@ -320,6 +323,21 @@ void ApiServer::Admit(HttpRequest& req, HttpResponse& res, Admission& adm) {
                                 : control_.WhyNotWritable() + "\n",
                     "text/plain");
     return;
+  }
+  // The dashboard's page and files: public (the page asks for a token and
+  // the API it calls enforces it), from memory, in the event loop.
+  if (req.method == "GET" && (req.path == "/" || req.path.starts_with("/ui/"))) {
+    if (const WebAsset* asset = FindWebAsset(req.path)) {
+      res.status = 200;
+      res.set_header("Content-Security-Policy",
+                     "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; "
+                     "frame-src 'self' blob:; frame-ancestors 'none'");
+      res.set_header("X-Content-Type-Options", "nosniff");
+      res.set_header("Cache-Control", "no-cache");
+      res.set_content(std::string(asset->body), std::string(asset->content_type));
+      Count("/ui", req.method, 200, 0);
+      return;
+    }
   }
   const std::vector<std::string> segs = Segments(req.path);
   const RouteEntry* route = nullptr;

@@ -110,6 +110,8 @@ class ApiServer {
   void GetQueue(Call& c);
   void PutQueue(Call& c);
   void Watch(Call& c);
+  void TopologyView(Call& c);
+  void JobProgress(Call& c);
 
   ControlPlane& control_;
   Metrics& metrics_;

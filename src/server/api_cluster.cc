@@ -58,6 +58,59 @@ void ApiServer::PutQueue(Call& c) {
   c.Reply(200, QueueToJson(*q));
 }
 
+// ---- Topology ----------------------------------------------------------------
+
+// One group of the topology and its children with their GPUs' use, for the
+// dashboard's drawing: ?tier=T&group=G (default: the whole cluster), and
+// &job=ID to count that job's GPUs in each.
+void ApiServer::TopologyView(Call& c) {
+  if (!c.Allow({Role::kAdmin, Role::kReadOnly, Role::kTenant}) ||
+      !c.Query({"tier", "group", "job"})) {
+    return;
+  }
+  const Topology& topo = control_.topology();
+  int64_t tier = 0, group = 0, job = 0;
+  if (!c.Int("tier", 0, topo.top_tier(), topo.top_tier(), &tier) ||
+      !c.Int("group", 0, int64_t{1} << 30, 0, &group) ||
+      !c.Int("job", 0, int64_t{1} << 62, 0, &job)) {
+    return;
+  }
+  if (job > 0) {
+    if (Result<JobRecord> j = control_.Get(job, c.scope); !j.ok()) return c.Fail(j.status());
+  }
+  Result<std::vector<ControlPlane::GroupUsage>> view =
+      control_.GroupView(static_cast<int>(tier), static_cast<int32_t>(group), job);
+  if (!view.ok()) return c.Fail(view.status());
+  auto to_json = [&](const ControlPlane::GroupUsage& g) {
+    Json j{{"name", g.name},         {"index", g.index},         {"nodes", g.nodes},
+           {"nodesDown", g.nodes_down}, {"gpus", g.gpus},         {"allocated", g.allocated},
+           {"free", g.free},         {"unavailable", g.gpus - g.allocated - g.free}};
+    if (g.tier >= 0) j["tier"] = topo.tier(g.tier).name;
+    if (g.tier < 0) j["state"] = g.state;
+    if (job > 0) j["jobGpus"] = g.job_gpus;
+    return j;
+  };
+  Json children = Json::array();
+  for (size_t i = 1; i < view->size(); ++i) children.push_back(to_json((*view)[i]));
+  // The path from the top down to this group, for breadcrumbs.
+  Json path = Json::array();
+  GroupId g(static_cast<int32_t>(group));
+  for (int t = static_cast<int>(tier); t <= topo.top_tier(); ++t) {
+    path.insert(path.begin(), Json{{"tier", t}, {"tierName", topo.tier(t).name},
+                                   {"group", g.value()}, {"name", topo.group_name(t, g)}});
+    if (t < topo.top_tier()) g = topo.parent(t, g);
+  }
+  Json tiers = Json::array();
+  for (int t = 0; t < topo.num_tiers(); ++t) tiers.push_back(topo.tier(t).name);
+  Json out = to_json((*view)[0]);
+  out["tierIndex"] = tier;
+  out["tiers"] = tiers;
+  out["path"] = path;
+  out["children"] = children;
+  out["childKind"] = tier == 0 ? "node" : topo.tier(static_cast<int>(tier) - 1).name;
+  c.Reply(200, out);
+}
+
 // ---- Watch -----------------------------------------------------------------
 
 // Long poll: the changes after `revision`, waiting up to `timeoutSeconds`

@@ -2,6 +2,8 @@
 // report (agents) and logs (read through the job's agent).
 #include <httplib.h>
 
+#include <cmath>
+
 #include "io/job_policy.h"
 #include "io/yaml_fields.h"
 #include "server/api_call.h"
@@ -153,6 +155,27 @@ void ApiServer::JobEvents(Call& c) {
   if (!events.ok()) return c.Fail(events.status());
   Json items = Json::array();
   for (const JobEvent& e : *events) items.push_back(EventToJson(e));
+  c.Reply(200, Json{{"items", items}});
+}
+
+// The job's progress reports over time: {items: [{time, step, loss,
+// throughput, gradNorm}]}, a field absent where its report had none.
+void ApiServer::JobProgress(Call& c) {
+  int64_t id = 0;
+  if (!c.Allow({Role::kAdmin, Role::kReadOnly, Role::kTenant}) || !c.Query({}) || !c.JobId(&id)) {
+    return;
+  }
+  Result<std::vector<ControlPlane::ProgressPoint>> points = control_.Progress(id, c.scope);
+  if (!points.ok()) return c.Fail(points.status());
+  Json items = Json::array();
+  for (const ControlPlane::ProgressPoint& p : *points) {
+    Json j{{"time", FormatTime(p.time)}};
+    for (auto [key, v] : {std::pair{"step", p.step}, {"loss", p.loss},
+                          {"throughput", p.throughput}, {"gradNorm", p.grad_norm}}) {
+      if (std::isfinite(v)) j[key] = v;
+    }
+    items.push_back(std::move(j));
+  }
   c.Reply(200, Json{{"items", items}});
 }
 

@@ -262,6 +262,17 @@ class ControlPlane {
   };
   // Of each job in `ids` that is pending (the others are left out).
   std::map<int64_t, PendingView> Pending(const std::vector<int64_t>& ids) const;
+  // A job's progress reports over time, for charts: the numeric step, loss,
+  // throughput and gradNorm of each (NaN where a report had none). Memory
+  // only (a restarted or new leader starts empty), at most
+  // kProgressPoints a job: when full, every other point is dropped, so the
+  // whole run stays in view at half the resolution.
+  struct ProgressPoint {
+    Time time;
+    double step, loss, throughput, grad_norm;
+  };
+  static constexpr size_t kProgressPoints = 256;
+  Result<std::vector<ProgressPoint>> Progress(int64_t id, const Scope& scope) const;
   // The control plane's clock (ControlOptions::clock).
   Time Now() const { return options_.clock(); }
   // Moves the jobs that ended history_retention ago (a batch at a time) to
@@ -339,6 +350,21 @@ class ControlPlane {
   // The checkpoint grace of `queue`'s preempted jobs, in seconds.
   int64_t GraceSeconds(const std::string& queue) const;
 
+  // What the dashboard draws of the topology: group `group` of tier `tier`
+  // (the top tier's one group: the whole cluster) and its children, groups
+  // of the tier below, or its nodes for tier 0; each with its GPUs held,
+  // free and unavailable, and with `job` > 0 those that job holds.
+  struct GroupUsage {
+    std::string name;
+    int tier = -1;       // -1: a node
+    int32_t index = 0;   // the group's (or node's) index
+    int32_t nodes = 0, nodes_down = 0;
+    int64_t gpus = 0, allocated = 0, free = 0, job_gpus = 0;
+    std::string state;  // nodes only
+  };
+  // [0] is the group itself. Errors: kNotFound for no such tier or group.
+  Result<std::vector<GroupUsage>> GroupView(int tier, int32_t group, int64_t job) const;
+
   // ---- Cluster ------------------------------------------------------------
   // Job counts only of the queues `scope` sees.
   Summary GetSummary(const Scope& scope = {}) const;
@@ -411,6 +437,8 @@ class ControlPlane {
   // `skip_lost`: nodes already lost (or unknown) are not waited for; off
   // while recovering, before liveness is known (ReleaseLostNodes sweeps).
   void AwaitOldRun(JobRecord& job, const std::string& confirmed, bool skip_lost = true);
+  // REQUIRES: mu_. Adds a progress report's numbers to progress_.
+  void RecordProgress(int64_t id, Time now, const std::string& data);
   // Report's work for the job's current run (REQUIRES: mu_).
   Status ApplyReportLocked(JobRecord& job, const std::string& kind, const std::string& why,
                            const std::string& data, const std::string& node, store::Txn& txn);
@@ -466,6 +494,7 @@ class ControlPlane {
   std::set<int64_t> clearing_;          // active jobs with a non-empty JobRecord::clearing
   std::unique_ptr<sched::Scheduler> sched_;
   std::map<int64_t, JobRecord> jobs_;
+  std::map<int64_t, std::vector<ProgressPoint>> progress_;  // by job (Progress)
   std::set<int64_t> active_;                     // not terminal
   std::set<std::pair<int64_t, int64_t>> ended_;  // terminal: (finished, id), for the history
   std::map<std::string, int64_t> active_by_queue_;

@@ -84,6 +84,7 @@ void ControlPlane::DropArchived(const std::vector<Archived>& jobs) {
       if (it == jobs_.end() || !Terminal(it->second.state) || it->second.events != a.events) {
         continue;
       }
+      progress_.erase(a.id);
       keys.insert(keys.end(), a.keys.begin(), a.keys.end());
       ended_.erase({it->second.finished.value(), a.id});
       jobs_.erase(it);

@@ -259,6 +259,30 @@ Result<std::string> ControlPlane::Explain(int64_t id, const Scope& scope) const 
   return sched_->Explain(JobId(id));
 }
 
+void ControlPlane::RecordProgress(int64_t id, Time now, const std::string& data) {
+  const Json d = Json::parse(data, nullptr, false);
+  if (!d.is_object()) return;
+  auto num = [&](const char* key) {
+    return d.contains(key) && d[key].is_number() ? d[key].get<double>() : std::nan("");
+  };
+  std::vector<ProgressPoint>& points = progress_[id];
+  if (points.size() >= kProgressPoints) {  // keep every other one
+    size_t kept = 0;
+    for (size_t i = 0; i < points.size(); i += 2) points[kept++] = points[i];
+    points.resize(kept);
+  }
+  points.push_back({now, num("step"), num("loss"), num("throughput"), num("gradNorm")});
+}
+
+Result<std::vector<ControlPlane::ProgressPoint>> ControlPlane::Progress(
+    int64_t id, const Scope& scope) const {
+  std::lock_guard lock(mu_);
+  auto it = jobs_.find(id);
+  if (it == jobs_.end() || !scope.Sees(it->second.request.queue)) return NoSuchJob(id);
+  auto p = progress_.find(id);
+  return p == progress_.end() ? std::vector<ProgressPoint>{} : p->second;
+}
+
 std::map<int64_t, ControlPlane::PendingView> ControlPlane::Pending(
     const std::vector<int64_t>& ids) const {
   std::map<int64_t, PendingView> out;
@@ -418,6 +442,7 @@ Status ControlPlane::ApplyReportLocked(JobRecord& job, const std::string& kind,
   const int64_t id = job.id;
   if (kind == "progress") {
     job.progress = data;  // memory only: the next write of the record keeps it
+    RecordProgress(job.id, now, data);
     return Status::Ok();
   }
   dirty_ = true;

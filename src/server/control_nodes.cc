@@ -238,6 +238,60 @@ std::vector<ControlPlane::NodeUsage> ControlPlane::UsageLocked() const {
   return out;
 }
 
+Result<std::vector<ControlPlane::GroupUsage>> ControlPlane::GroupView(int tier, int32_t group,
+                                                                      int64_t job) const {
+  if (tier < 0 || tier >= topo_.num_tiers()) {
+    return NotFound("tier " + std::to_string(tier) + ": the cluster has tiers 0 to " +
+                    std::to_string(topo_.top_tier()));
+  }
+  if (group < 0 || group >= topo_.num_groups(tier)) {
+    return NotFound("group " + std::to_string(group) + " of tier " + topo_.tier(tier).name +
+                    ": it has " + std::to_string(topo_.num_groups(tier)) + " groups");
+  }
+  std::lock_guard lock(mu_);
+  const std::vector<NodeUsage> usage = UsageLocked();
+  std::map<int32_t, int64_t> job_gpus;  // by node index
+  if (auto it = jobs_.find(job); job > 0 && it != jobs_.end()) {
+    for (const TaskView& t : it->second.tasks) {
+      if (auto n = topo_.FindNode(t.node)) job_gpus[n->value()] += t.gpus.size();
+    }
+  }
+  // The sums over a contiguous range of nodes.
+  auto sum = [&](GroupUsage& g, int32_t first, int32_t count) {
+    for (int32_t i = first; i < first + count; ++i) {
+      ++g.nodes;
+      g.gpus += nodes_[i].gpus;
+      g.allocated += usage[i].allocated;
+      g.free += usage[i].free;
+      if (nodes_[i].state == NodeState::kDown) ++g.nodes_down;
+      if (auto j = job_gpus.find(i); j != job_gpus.end()) g.job_gpus += j->second;
+    }
+  };
+  const GroupId g(group);
+  std::vector<GroupUsage> out(1);
+  out[0].name = topo_.group_name(tier, g);
+  out[0].tier = tier;
+  out[0].index = group;
+  sum(out[0], topo_.group_first_node(tier, g).value(), topo_.group_num_nodes(tier, g));
+  const int32_t first = topo_.group_first_child(tier, g);
+  for (int32_t c = first; c < first + topo_.group_num_children(tier, g); ++c) {
+    GroupUsage child;
+    child.index = c;
+    if (tier == 0) {
+      child.name = nodes_[c].name;
+      child.state = NodeStateName(nodes_[c].state);
+      sum(child, c, 1);
+    } else {
+      child.tier = tier - 1;
+      child.name = topo_.group_name(tier - 1, GroupId(c));
+      sum(child, topo_.group_first_node(tier - 1, GroupId(c)).value(),
+          topo_.group_num_nodes(tier - 1, GroupId(c)));
+    }
+    out.push_back(std::move(child));
+  }
+  return out;
+}
+
 std::map<std::string, ControlPlane::NodeUsage> ControlPlane::Usage() const {
   std::lock_guard lock(mu_);
   const std::vector<NodeUsage> usage = UsageLocked();

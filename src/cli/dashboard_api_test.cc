@@ -1,0 +1,113 @@
+// What the web dashboard reads beyond the rest of the API: its own files
+// (public, with security headers), GET /v1/topology (a group and its
+// children with their GPUs' use, scoped by job), and GET
+// /v1/jobs/{id}/progress (progress reports over time, thinned past a bound).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "cli/server_test_util.h"
+
+namespace unipool::testing {
+namespace {
+
+using Json = nlohmann::json;
+
+int64_t RunningJob(const TestServer& s, const std::string& who, const std::string& queue,
+                   int gpus) {
+  HttpReply r = s.Call("POST", "/v1/jobs", who,
+                       "apiVersion: unipool/v1\nkind: Job\nmetadata: {name: j}\nspec: {command: "
+                       "[sleep, '9'], gpus: " +
+                           std::to_string(gpus) + ", queue: " + queue + "}\n",
+                       "application/yaml");
+  EXPECT_EQ(r.status, 201) << r.body;
+  const int64_t id = r.json().value("id", int64_t{-1});
+  for (int i = 0; i < 100; ++i) {
+    if (s.Call("GET", "/v1/jobs/" + std::to_string(id), "admin").json()["state"] == "Running") {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return id;
+}
+
+TEST(DashboardApiTest, ServesItsFilesWithoutATokenAndWithSecurityHeaders) {
+  TestServer s;
+  s.Start();
+  RawReply page = RawHttp(s.port(), "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(page.status, 200) << page.head;
+  EXPECT_NE(page.head.find("Content-Type: text/html"), std::string::npos) << page.head;
+  EXPECT_NE(page.head.find("Content-Security-Policy: default-src 'self'"), std::string::npos);
+  EXPECT_NE(page.head.find("X-Content-Type-Options: nosniff"), std::string::npos);
+  EXPECT_NE(page.body.find("/ui/app.js"), std::string::npos);
+  RawReply js = RawHttp(s.port(), "GET /ui/app.js HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(js.status, 200);
+  EXPECT_NE(js.head.find("text/javascript"), std::string::npos);
+  RawReply none = RawHttp(s.port(), "GET /ui/nope.js HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(none.status, 404);
+  // The data still needs a token.
+  EXPECT_EQ(RawHttp(s.port(), "GET /v1/topology HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                .status,
+            401);
+}
+
+TEST(DashboardApiTest, TopologyGroupsAddUpAndAJobIsFoundInThem) {
+  TestServer s;
+  s.Start();
+  const int64_t a = RunningJob(s, "tenant-a", "team-a", 16);
+  const int64_t b = RunningJob(s, "tenant-b", "team-b", 8);
+  const Json top = s.Call("GET", "/v1/topology?job=" + std::to_string(a), "tenant-a").json();
+  ASSERT_TRUE(top.contains("children")) << top.dump();
+  EXPECT_EQ(top["gpus"], 32);
+  EXPECT_EQ(top["allocated"], 24);
+  EXPECT_EQ(top["jobGpus"], 16);
+  int64_t gpus = 0, allocated = 0, job = 0;
+  for (const Json& c : top["children"]) {
+    gpus += c["gpus"].get<int64_t>();
+    allocated += c["allocated"].get<int64_t>();
+    job += c["jobGpus"].get<int64_t>();
+  }
+  EXPECT_EQ(gpus, 32);
+  EXPECT_EQ(allocated, 24);
+  EXPECT_EQ(job, 16);
+  EXPECT_EQ(top["path"].size(), 1u);
+  // One scale-up group: its node.
+  const Json group = s.Call("GET", "/v1/topology?tier=0&group=0", "admin").json();
+  EXPECT_EQ(group["childKind"], "node");
+  ASSERT_EQ(group["children"].size(), 1u) << group.dump();
+  EXPECT_EQ(group["children"][0]["name"], "dev-0");
+  EXPECT_EQ(group["children"][0]["state"], "up");
+  EXPECT_EQ(group["path"].size(), 2u);
+  // Errors: no such tier or group, another tenant's job.
+  EXPECT_EQ(s.Call("GET", "/v1/topology?tier=7", "admin").status, 400);
+  HttpReply missing = s.Call("GET", "/v1/topology?tier=0&group=99", "admin");
+  EXPECT_EQ(missing.status, 404);
+  EXPECT_NE(missing.body.find("it has 4 groups"), std::string::npos) << missing.body;
+  EXPECT_EQ(s.Call("GET", "/v1/topology?job=" + std::to_string(b), "tenant-a").status, 404);
+}
+
+TEST(DashboardApiTest, ProgressIsKeptOverTimeAndThinnedPastItsBound) {
+  TestServer s;
+  s.Start();
+  const int64_t id = RunningJob(s, "tenant-a", "team-a", 8);
+  const std::string path = "/v1/jobs/" + std::to_string(id);
+  const Json job = s.Call("GET", path, "admin").json();
+  for (int step = 1; step <= 300; ++step) {
+    Json body{{"generation", job["generation"]},
+              {"kind", "progress"},
+              {"data", {{"step", step}, {"loss", 1.0 / step}}}};
+    ASSERT_EQ(s.Call("POST", path + "/report", "admin", body.dump()).status, 200);
+  }
+  const Json p = s.Call("GET", path + "/progress", "tenant-a").json();
+  ASSERT_TRUE(p["items"].is_array()) << p.dump();
+  EXPECT_LE(p["items"].size(), 256u);
+  EXPECT_GE(p["items"].size(), 128u);
+  EXPECT_EQ(p["items"][0]["step"], 1);  // the whole run stays in view
+  EXPECT_EQ(p["items"].back()["step"], 300);
+  EXPECT_FALSE(p["items"][0].contains("throughput"));  // not reported: absent
+  EXPECT_EQ(s.Call("GET", path + "/progress", "tenant-b").status, 404);
+}
+
+}  // namespace
+}  // namespace unipool::testing

@@ -1,0 +1,304 @@
+#!/usr/bin/python3
+"""The web dashboard in a real browser (issue 15): headless Chromium driven by
+Selenium (Debian's chromium, chromium-driver, python3-selenium).
+
+Starts `unipool server` (devbox cluster, no agents: --assume-nodes-up) with
+an admin and two tenant tokens, then checks that every page renders with no
+console error, that a job goes submit -> running -> cancelled through the UI,
+that a job's progress reports draw charts, that the sim's HTML report opens
+in it, and that a tenant sees only its own queues' jobs. Screenshots of each
+page go to --out (the test's artifacts; docs/ui.md shows copies).
+
+Exit 0 when every check passes, 1 on the first failure, 77 (skipped) when
+the browser packages are missing.
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+try:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+except ImportError:
+    print("ui_test: python3-selenium is not installed (scripts/install-deps.sh); skipped")
+    sys.exit(77)
+
+CHROMEDRIVER = "/usr/bin/chromedriver"
+CHROMIUM = "/usr/bin/chromium"
+SOURCE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def fail(message):
+    print("ui_test: FAILED: " + message)
+    sys.exit(1)
+
+
+class Server:
+    """A `unipool server` on a free loopback port, with its tokens."""
+
+    def __init__(self, binary, work):
+        self.binary, self.work = binary, work
+        self.tokens = {}
+        tokens = os.path.join(work, "tokens.yaml")
+        for name, role, queues in [("ops", "admin", []), ("alice", "tenant", ["team-a"]),
+                                   ("bob", "tenant", ["team-b"])]:
+            args = [binary, "token", "create", "--file", tokens, "--name", name, "--role", role]
+            if queues:
+                args += ["--queues"] + queues
+            self.tokens[name] = subprocess.run(args, check=True, capture_output=True,
+                                               text=True).stdout.strip()
+        address = os.path.join(work, "address")
+        self.log = open(os.path.join(work, "server.log"), "w")
+        self.proc = subprocess.Popen(
+            [binary, "server", "--cluster", os.path.join(SOURCE, "examples/clusters/devbox.yaml"),
+             "--tokens", tokens, "--data", os.path.join(work, "data"), "--init",
+             "--assume-nodes-up", "--min-runtime", "0s", "--listen", "127.0.0.1:0",
+             "--address-file", address, "--log-level", "warn"],
+            stdout=self.log, stderr=self.log)
+        for _ in range(300):
+            if os.path.exists(address) and open(address).read().strip():
+                break
+            time.sleep(0.1)
+        else:
+            fail("the server did not start: " + open(self.log.name).read())
+        self.url = open(address).read().strip()
+
+    def call(self, method, path, who="ops", body=None, content_type="application/json"):
+        req = urllib.request.Request(self.url + path, method=method,
+                                     data=body.encode() if body is not None else None)
+        req.add_header("Authorization", "Bearer " + self.tokens[who])
+        if body is not None:
+            req.add_header("Content-Type", content_type)
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return json.loads(r.read() or b"null")
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=20)
+
+
+def job_yaml(name, queue, gpus):
+    return (f"apiVersion: unipool/v1\nkind: Job\nmetadata:\n  name: {name}\nspec:\n"
+            f"  command: [sleep, \"600\"]\n  gpus: {gpus}\n  queue: {queue}\n")
+
+
+class Browser:
+    def __init__(self, out):
+        options = Options()
+        options.binary_location = CHROMIUM
+        for arg in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                    "--window-size=1400,1000", "--disable-extensions",
+                    "--no-first-run", "--no-default-browser-check"]:
+            options.add_argument(arg)
+        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+        self.driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+        self.driver.set_page_load_timeout(30)
+        self.out = out
+        self.wait = WebDriverWait(self.driver, 20)
+
+    def errors(self):
+        """Console messages at SEVERE since the last call."""
+        return [e for e in self.driver.get_log("browser") if e.get("level") == "SEVERE"]
+
+    def no_errors(self, page):
+        errs = self.errors()
+        if errs:
+            fail(f"{page}: console errors: {errs}")
+
+    def shot(self, name):
+        self.driver.save_screenshot(os.path.join(self.out, f"ui-{name}.png"))
+
+    def find(self, css, timeout=20):
+        return WebDriverWait(self.driver, timeout).until(
+            EC.presence_of_element_located((By.CSS_SELECTOR, css)))
+
+    def text_of(self, css):
+        return self.find(css).text
+
+    def until(self, what, predicate, timeout=20):
+        end = time.time() + timeout
+        while time.time() < end:
+            try:
+                if predicate():
+                    return
+            except Exception:  # an element replaced by a live update
+                pass
+            time.sleep(0.2)
+        fail(f"timed out waiting for {what}")
+
+    def sign_in(self, url, token):
+        self.driver.get(url + "/#/")
+        self.driver.execute_script("sessionStorage.clear()")
+        self.driver.get(url + "/#/")
+        field = self.find("#token")
+        field.send_keys(token)
+        self.find("#signin").click()
+        self.find("#summary")
+
+    def go(self, url, hash_, ready_css):
+        self.driver.get(url + "/" + hash_)
+        self.find(ready_css)
+
+    def quit(self):
+        self.driver.quit()
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--binary", required=True)
+    parser.add_argument("--out", required=True, help="directory for the screenshots")
+    args = parser.parse_args()
+    for path in (CHROMEDRIVER, CHROMIUM):
+        if not os.access(path, os.X_OK):
+            print(f"ui_test: {path} is missing (Debian chromium, chromium-driver); skipped")
+            sys.exit(77)
+    os.makedirs(args.out, exist_ok=True)
+    work = tempfile.mkdtemp(prefix="unipool-ui-")
+    server = Server(args.binary, work)
+    browser = None
+    try:
+        for queue in ("team-a", "team-b"):
+            server.call("PUT", f"/v1/queues/{queue}", body=json.dumps({"guarantee": 8, "weight": 1}))
+        # Jobs of both tenants: one runs in each queue, one of alice's waits.
+        mine = server.call("POST", "/v1/jobs", "alice", job_yaml("alice-train", "team-a", 16),
+                           "application/yaml")["id"]
+        theirs = server.call("POST", "/v1/jobs", "bob", job_yaml("bob-secret", "team-b", 8),
+                             "application/yaml")["id"]
+        server.call("POST", "/v1/jobs", "alice", job_yaml("alice-waits", "team-a", 16),
+                    "application/yaml")
+        for _ in range(100):
+            if server.call("GET", f"/v1/jobs/{mine}")["state"] == "Running":
+                break
+            time.sleep(0.1)
+        # Progress reports, as a job's agent would send them: charts.
+        gen = server.call("GET", f"/v1/jobs/{mine}")["generation"]
+        for step in range(1, 31):
+            data = {"step": step * 10, "loss": 3.0 / (1 + step), "throughput": 1000 + step,
+                    "gradNorm": 1.0 + 0.1 * (step % 5)}
+            server.call("POST", f"/v1/jobs/{mine}/report",
+                        body=json.dumps({"generation": gen, "kind": "progress", "data": data}))
+            time.sleep(0.02)
+
+        browser = Browser(args.out)
+        url = server.url
+        # The page itself is public; the data needs a token.
+        with urllib.request.urlopen(url + "/", timeout=5) as r:
+            page = r.read().decode()
+            if "unipool" not in page or "Content-Security-Policy" not in r.headers:
+                fail("GET / is not the dashboard with its security headers")
+        browser.driver.get(url + "/")
+        browser.find("#token")
+        browser.shot("login")
+        browser.no_errors("login")
+
+        browser.sign_in(url, server.tokens["ops"])
+        browser.find("#topology .cell")
+        cards = browser.text_of("#summary")
+        if "gpus allocated" not in cards.lower():
+            fail("overview: no GPU summary: " + cards)
+        browser.shot("overview")
+        browser.no_errors("overview")
+        # Zoom: the rack's groups, then one group's nodes.
+        browser.find("#topology .cell").click()
+        browser.until("a zoomed topology", lambda: "/" in browser.text_of(".crumbs"))
+        browser.find("#topology .cell")
+        browser.no_errors("overview zoomed")
+
+        browser.go(url, "#/queues", "#queues tr td")
+        if "team-a" not in browser.text_of("#queues"):
+            fail("queues: team-a missing")
+        browser.shot("queues")
+        browser.no_errors("queues")
+
+        browser.go(url, "#/nodes", "#nodes tr td")
+        if "dev-0" not in browser.text_of("#nodes"):
+            fail("nodes: dev-0 missing")
+        browser.shot("nodes")
+        browser.no_errors("nodes")
+
+        browser.go(url, "#/jobs", "#jobs tr td")
+        if "alice-train" not in browser.text_of("#jobs") or "bob-secret" not in browser.text_of("#jobs"):
+            fail("jobs: the admin sees every queue's jobs")
+        Select(browser.find("#filter-queue")).select_by_value("team-b")
+        browser.until("the queue filter", lambda: "alice-train" not in browser.text_of("#jobs"))
+        browser.shot("jobs")
+        browser.no_errors("jobs")
+
+        # Submit -> running -> cancel, through the UI.
+        browser.go(url, "#/jobs", "#spec")
+        spec = browser.find("#spec")
+        spec.clear()
+        spec.send_keys(job_yaml("from-the-ui", "team-b", 8))
+        browser.find("#dry-run").click()
+        browser.until("the dry run", lambda: "valid" in browser.text_of("#submit-result"))
+        browser.find("#submit").click()
+        browser.until("the job page", lambda: "from-the-ui" in browser.text_of("h1"))
+        browser.until("the job running", lambda: "Running" in browser.text_of(".toolbar .state"), 30)
+        browser.find("#topology .cell.highlight")  # its placement, drawn
+        browser.shot("job-running")
+        browser.no_errors("job page")
+        browser.find("#cancel").click()
+        browser.driver.switch_to.alert.accept()
+        browser.until("the job cancelled", lambda: "Cancelled" in browser.text_of(".toolbar .state"), 30)
+        browser.no_errors("cancel")
+
+        # A job's page with progress charts and its events.
+        browser.go(url, f"#/jobs/{mine}", "#job-fields")
+        browser.find("#charts svg[data-series=loss] path")
+        browser.find("#events tr td")
+        browser.shot("job")
+        browser.no_errors("job with progress")
+
+        # The sim's report opens in it.
+        report = os.path.join(work, "report.html")
+        subprocess.run([args.binary, "sim", os.path.join(SOURCE, "examples/sims/llama3.yaml"),
+                        "--report", report, "--no-progress"], check=True,
+                       stdout=subprocess.DEVNULL, cwd=SOURCE)
+        browser.go(url, "#/report", "#report-file")
+        browser.find("#report-file").send_keys(report)
+        browser.until("the report shown", lambda: browser.find("#report").is_displayed())
+        browser.driver.switch_to.frame(browser.find("#report"))
+        if "svg" not in browser.driver.page_source:
+            fail("the sim report has no charts in the dashboard")
+        browser.driver.switch_to.default_content()
+        browser.shot("report")
+        browser.no_errors("sim report")
+
+        # A tenant sees only its queues' jobs.
+        browser.find("#logout").click()
+        browser.sign_in(url, server.tokens["alice"])
+        browser.go(url, "#/jobs", "#jobs tr td")
+        listed = browser.text_of("#jobs")
+        if "alice-train" not in listed:
+            fail("tenant: its own job is not listed")
+        if "bob-secret" in listed or "from-the-ui" in listed:
+            fail("tenant: another tenant's job is listed: " + listed)
+        browser.shot("tenant-jobs")
+        browser.no_errors("tenant jobs")
+        browser.go(url, f"#/jobs/{theirs}", "#banner")
+        browser.until("the other tenant's job refused",
+                      lambda: "not found" in browser.text_of("#banner"))
+        if "bob-secret" in browser.driver.page_source:
+            fail("tenant: another tenant's job is shown")
+        browser.errors()  # (the 404 above is logged by the browser: expected)
+        print(f"ui_test: ok; screenshots in {args.out}")
+    finally:
+        if browser:
+            browser.quit()
+        server.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
