@@ -16,7 +16,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -34,63 +33,10 @@ except ImportError:
     print("ui_test: python3-selenium is not installed (scripts/install-deps.sh); skipped")
     sys.exit(77)
 
+from serverlib import SOURCE, Server, fail, job_yaml
+
 CHROMEDRIVER = "/usr/bin/chromedriver"
 CHROMIUM = "/usr/bin/chromium"
-SOURCE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def fail(message):
-    print("ui_test: FAILED: " + message)
-    sys.exit(1)
-
-
-class Server:
-    """A `unipool server` on a free loopback port, with its tokens."""
-
-    def __init__(self, binary, work):
-        self.binary, self.work = binary, work
-        self.tokens = {}
-        tokens = os.path.join(work, "tokens.yaml")
-        for name, role, queues in [("ops", "admin", []), ("alice", "tenant", ["team-a"]),
-                                   ("bob", "tenant", ["team-b"])]:
-            args = [binary, "token", "create", "--file", tokens, "--name", name, "--role", role]
-            if queues:
-                args += ["--queues"] + queues
-            self.tokens[name] = subprocess.run(args, check=True, capture_output=True,
-                                               text=True).stdout.strip()
-        address = os.path.join(work, "address")
-        self.log = open(os.path.join(work, "server.log"), "w")
-        self.proc = subprocess.Popen(
-            [binary, "server", "--cluster", os.path.join(SOURCE, "examples/clusters/devbox.yaml"),
-             "--tokens", tokens, "--data", os.path.join(work, "data"), "--init",
-             "--assume-nodes-up", "--min-runtime", "0s", "--listen", "127.0.0.1:0",
-             "--address-file", address, "--log-level", "warn"],
-            stdout=self.log, stderr=self.log)
-        for _ in range(300):
-            if os.path.exists(address) and open(address).read().strip():
-                break
-            time.sleep(0.1)
-        else:
-            fail("the server did not start: " + open(self.log.name).read())
-        self.url = open(address).read().strip()
-
-    def call(self, method, path, who="ops", body=None, content_type="application/json"):
-        req = urllib.request.Request(self.url + path, method=method,
-                                     data=body.encode() if body is not None else None)
-        req.add_header("Authorization", "Bearer " + self.tokens[who])
-        if body is not None:
-            req.add_header("Content-Type", content_type)
-        with urllib.request.urlopen(req, timeout=10) as r:
-            return json.loads(r.read() or b"null")
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(timeout=20)
-
-
-def job_yaml(name, queue, gpus):
-    return (f"apiVersion: unipool/v1\nkind: Job\nmetadata:\n  name: {name}\nspec:\n"
-            f"  command: [sleep, \"600\"]\n  gpus: {gpus}\n  queue: {queue}\n")
 
 
 class Browser:
@@ -165,7 +111,7 @@ def main():
             sys.exit(77)
     os.makedirs(args.out, exist_ok=True)
     work = tempfile.mkdtemp(prefix="unipool-ui-")
-    server = Server(args.binary, work)
+    server = Server(args.binary, work, "ui_test")
     browser = None
     try:
         for queue in ("team-a", "team-b"):

@@ -332,8 +332,19 @@ void ControlPlane::UpdateGauges() {
     metrics_.Set("unipool_jobs", {{"queue", key.first}, {"state", key.second}},
                  static_cast<double>(v));
   }
+  // Counters start at 0 for every label set that exists, so that rates and
+  // alerts see them before the first event (Prometheus' advice).
+  metrics_.Add("unipool_store_write_failures_total", {}, 0);
+  for (const auto& [key, v] : nodes) {
+    metrics_.Add("unipool_node_failures_total", {{"partition", key.first}}, 0);
+    metrics_.Add("unipool_heartbeats_missed_total", {{"partition", key.first}}, 0);
+  }
   for (const QueueRecord& q : queues) {
     const Labels l = {{"queue", q.spec.name}};
+    for (const char* counter : {"unipool_jobs_submitted_total", "unipool_preemptions_total",
+                                "unipool_preempted_gpu_seconds_total"}) {
+      metrics_.Add(counter, l, 0);
+    }
     metrics_.Set("unipool_queue_pending_gpus", l, static_cast<double>(q.pending_gpus.value()));
     metrics_.Set("unipool_queue_used_gpus", l, static_cast<double>(q.used.value()));
     metrics_.Set("unipool_queue_guarantee_gpus", l, static_cast<double>(q.spec.guarantee.value()));
