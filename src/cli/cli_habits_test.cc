@@ -329,3 +329,64 @@ TEST(CliHabitsTest, HintsCompletionAndFormats) {
 
 }  // namespace
 }  // namespace unipool::testing
+
+namespace unipool::testing {
+namespace {
+
+// Accounting: GPU-hours per job and totals by queue and user (sacct and
+// sreport), and fair-share usage per queue (sshare).
+TEST(CliHabitsTest, AcctCountsGpuHoursAndQueuesShowTheirFairShare) {
+  TestServer s;
+  s.Start();
+  s.UseCli("admin");
+  const int64_t a = Submit(s, JobYaml("a", 16));
+  WaitForState(s, a, "Running");
+  HttpReply b = s.Call("POST", "/v1/jobs", "tenant-b",
+                       "apiVersion: unipool/v1\nkind: Job\nmetadata: {name: b}\n"
+                       "spec: {command: [sleep, '9'], gpus: 8, queue: team-b}\n",
+                       "application/yaml");
+  ASSERT_EQ(b.status, 201) << b.body;
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));  // whole GPU-seconds
+  ASSERT_EQ(Report(s, a, "succeeded").status, 200);
+  WaitForState(s, a, "Succeeded");
+  RunResult acct = RunUnipool({"acct", "--since", "1h", "-o", "json"});
+  ASSERT_EQ(acct.exit_code, 0) << acct.err;
+  const Json j = Json::parse(acct.out);
+  ASSERT_EQ(j["jobs"].size(), 2u) << acct.out;
+  int64_t sum = 0;
+  for (const Json& row : j["jobs"]) {
+    sum += row["gpuSeconds"].get<int64_t>();
+    if (row["id"] == a) {
+      EXPECT_GE(row["gpuSeconds"].get<int64_t>(), 16 * 2) << row.dump();
+      EXPECT_EQ(row["state"], "Succeeded");
+    }
+  }
+  EXPECT_EQ(j["gpuSeconds"], sum);
+  ASSERT_EQ(j["byQueue"].size(), 2u) << acct.out;
+  EXPECT_EQ(j["byQueue"][0]["queue"], "team-a");
+  EXPECT_EQ(j["byQueue"][0]["byState"]["Succeeded"], 1);
+  EXPECT_EQ(j["byUser"][1]["user"], "tenant-b");
+  RunResult table = RunUnipool({"acct", "--since", "1h", "--totals"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find("GPU-HOURS"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("By user:"), std::string::npos) << table.out;
+  EXPECT_EQ(table.out.find("ELAPSED"), std::string::npos) << table.out;  // totals only
+  RunResult tenant = RunUnipool({"acct", "--since", "1h", "--token", s.token("tenant-b")});
+  ASSERT_EQ(tenant.exit_code, 0) << tenant.err;
+  EXPECT_EQ(tenant.out.find("team-a"), std::string::npos) << tenant.out;  // its own only
+  RunResult bad = RunUnipool({"acct", "--until", "yesterday"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+
+  // Fair share: team-a used 16 GPUs for 2 s, team-b 8 GPUs meanwhile.
+  const Json qa = s.Call("GET", "/v1/queues/team-a", "admin").json();
+  const Json qb = s.Call("GET", "/v1/queues/team-b", "admin").json();
+  EXPECT_GT(qa["usageGpuHours"].get<double>(), qb["usageGpuHours"].get<double>()) << qa.dump();
+  EXPECT_LT(qa["fairShare"].get<double>(), qb["fairShare"].get<double>());
+  RunResult wide = RunUnipool({"get", "queues", "-o", "wide"});
+  EXPECT_NE(wide.out.find("FAIRSHARE"), std::string::npos) << wide.out;
+  RunResult d = RunUnipool({"describe", "queue", "team-a"});
+  EXPECT_NE(d.out.find("Fair share:"), std::string::npos) << d.out;
+}
+
+}  // namespace
+}  // namespace unipool::testing

@@ -4,6 +4,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <chrono>
+#include <cstdio>
 #include <iostream>
 #include <memory>
 
@@ -544,6 +545,12 @@ int DescribeQueue(const Client& client, const DescribeFlags& f) {
   Field("Max jobs", Cell(q, "maxJobs") + " unfinished (tenants)");
   Field("Submit rate", Cell(q, "maxSubmitsPerMinute") + " a minute per submitter (tenants)");
   Field("Run as", Cell(q, "runAs") + (q.value("allowRoot", false) ? " (root allowed)" : ""));
+  char share[96];
+  std::snprintf(share, sizeof share, "%.1f GPU-hours (decayed), %.0f%% of its level's use for %.0f%% "
+                "of its weight: factor %.3f", q.value("usageGpuHours", 0.0),
+                100 * q.value("usageShare", 0.0), 100 * q.value("weightShare", 0.0),
+                q.value("fairShare", 1.0));
+  Field("Fair share", share);
   Field("Infeasible", q.value("rejectInfeasible", false)
                           ? "refused at submission"
                           : "accepted, kept pending (reason Infeasible)");

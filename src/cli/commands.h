@@ -26,6 +26,7 @@ void AddServerCommand(CLI::App& app, int& exit_code);
 void AddClientCommands(CLI::App& app, int& exit_code);
 void AddAgentCommands(CLI::App& app, int& exit_code);
 void AddLogsCommand(CLI::App& app, int& exit_code);
+void AddAcctCommand(CLI::App& app, int& exit_code);
 void AddUpCommand(CLI::App& app, int& exit_code);
 // `unipool completion bash|zsh`: a shell completion script for the commands
 // registered before it (call it last).

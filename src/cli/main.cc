@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   AddClientCommands(app, exit_code);
   AddAgentCommands(app, exit_code);
   AddLogsCommand(app, exit_code);
+  AddAcctCommand(app, exit_code);
   AddUpCommand(app, exit_code);
   AddCompletionCommand(app, exit_code);
   // A command word unipool does not have: say which one the user means.

@@ -31,6 +31,7 @@ struct ServerFlags {
   std::string node_lease = "30s";
   std::string outage_grace = "0s";
   std::string min_runtime = "5m";
+  std::string usage_half_life = "7d";
   std::string log_level = "info";
   std::string address_file;
   bool ha = false;
@@ -77,6 +78,12 @@ int ParseServerFlags(ServerFlags& f, server::Logger& log) {
     return kExitBadInput;
   }
   f.opt.min_runtime = min_runtime;
+  if (!io::ParseDuration(f.usage_half_life, &f.opt.usage_half_life) ||
+      f.opt.usage_half_life.value() <= 0) {
+    std::cerr << "error: --fair-share-half-life: expected a duration like 7d, got '"
+              << f.usage_half_life << "'\n";
+    return kExitBadInput;
+  }
   f.opt.store = f.store;
   if (f.store == "etcd") {
     if (f.etcd_endpoints.empty()) {
@@ -410,6 +417,10 @@ void AddServerCommand(CLI::App& app, int& exit_code) {
                   "placement attempts per scheduling pass; ten times as many pending jobs are "
                   "looked at at most (deeper jobs wait for later passes)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->capture_default_str();
+  cmd->add_option("--fair-share-half-life", f->usage_half_life,
+                  "queues' fair-share usage halves this often (get queues -o wide; Slurm's "
+                  "PriorityDecayHalfLife)")
       ->capture_default_str();
   cmd->add_option("--node-metrics-max", f->opt.node_metrics_max,
                   "per-node metrics (unipool_node_gpus, unipool_node_state) on clusters of at "

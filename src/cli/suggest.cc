@@ -8,9 +8,9 @@ namespace unipool::cli {
 std::string SuggestCommand(const std::string& got, const std::vector<std::string>& commands) {
   static const std::map<std::string, std::string> kFromOtherTools = {
       {"delete", "cancel"},       {"rm", "cancel"},          {"kill", "cancel"},
-      {"scancel", "cancel"},      {"stop", "cancel"},        {"squeue", "get jobs"},
+      {"scancel", "cancel"},      {"stop", "cancel"},        {"squeue", "get jobs"},       {"sreport", "acct --totals"},
       {"ps", "get jobs"},         {"list", "get jobs"},      {"ls", "get jobs"},
-      {"sacct", "get jobs --since 1d"}, {"sinfo", "get nodes"}, {"show", "describe"},
+      {"sacct", "acct"}, {"sinfo", "get nodes"}, {"show", "describe"},
       {"scontrol", "describe"},   {"log", "logs"},           {"sbatch", "submit"},
       {"apply", "submit"},        {"create", "submit"},      {"run", "submit"},
       {"top", "status"},          {"info", "status"},        {"help", "--help"}};

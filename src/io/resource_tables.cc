@@ -1,5 +1,7 @@
 #include "io/resource_tables.h"
 
+#include <cstdio>
+
 #include "io/time_format.h"
 
 namespace unipool::io {
@@ -130,8 +132,15 @@ std::vector<std::string> NodeRow(const Json& n, bool wide, int64_t now) {
 std::vector<std::string> QueueHeader(bool wide) {
   std::vector<std::string> h = {"NAME",   "PARENT", "GUARANTEE", "LIMIT",
                                 "WEIGHT", "USED",   "PENDING",   "RUNNING"};
-  if (wide) h.insert(h.end(), {"POLICY", "GRACE", "PENDING-GPUS"});
+  if (wide) h.insert(h.end(), {"POLICY", "GRACE", "PENDING-GPUS", "USAGE-GPU-H", "FAIRSHARE"});
   return h;
+}
+
+std::string Fixed(const Json& j, const char* key, const char* format) {
+  if (!j.contains(key) || !j[key].is_number()) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, format, j[key].get<double>());
+  return buf;
 }
 
 std::vector<std::string> QueueRow(const Json& q, bool wide, int64_t) {
@@ -139,7 +148,8 @@ std::vector<std::string> QueueRow(const Json& q, bool wide, int64_t) {
                                 Cell(q, "limit"),       Cell(q, "weight"),     Cell(q, "usedGpus"),
                                 Cell(q, "pendingJobs"), Cell(q, "runningJobs")};
   if (wide) {
-    r.insert(r.end(), {Cell(q, "policy"), Cell(q, "graceSeconds") + "s", Cell(q, "pendingGpus")});
+    r.insert(r.end(), {Cell(q, "policy"), Cell(q, "graceSeconds") + "s", Cell(q, "pendingGpus"),
+                       Fixed(q, "usageGpuHours", "%.1f"), Fixed(q, "fairShare", "%.3f")});
   }
   return r;
 }

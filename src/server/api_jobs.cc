@@ -13,11 +13,17 @@ namespace unipool::server {
 
 // ---- Jobs ------------------------------------------------------------------
 
-// A job as the API shows it: its record, and for a pending job its reason in
-// one word and its estimated start (when the scheduler has one).
+// A job as the API shows it: its record, with the GPU-seconds of its current
+// run so far counted in, and for a pending job its reason in one word and
+// its estimated start (when the scheduler has one).
 static Json JobToJson(const JobRecord& job,
-                      const std::map<int64_t, ControlPlane::PendingView>& pending) {
+                      const std::map<int64_t, ControlPlane::PendingView>& pending, Time now) {
   Json out = JobToJson(job);
+  if (job.state == JobState::kRunning || job.state == JobState::kPreempting) {
+    JobRecord counted = job;
+    AccountRun(counted, now);
+    out["gpuSeconds"] = counted.gpu_seconds;
+  }
   if (auto it = pending.find(job.id); it != pending.end()) {
     out["reason"] = it->second.reason;
     if (it->second.start.value() >= 0) out["estimatedStart"] = FormatTime(it->second.start);
@@ -120,7 +126,7 @@ void ApiServer::ListJobs(Call& c) {
   for (const JobRecord& j : jobs) ids.push_back(j.id);
   const auto pending = control_.Pending(ids);
   Json items = Json::array();
-  for (const JobRecord& j : jobs) items.push_back(JobToJson(j, pending));
+  for (const JobRecord& j : jobs) items.push_back(JobToJson(j, pending, control_.Now()));
   Json out{{"items", items}, {"revision", control_.store().revision()}};
   if (more && !jobs.empty()) out["continue"] = std::to_string(jobs.back().id);
   c.Reply(200, out);
@@ -133,7 +139,7 @@ void ApiServer::GetJob(Call& c) {
   }
   Result<JobRecord> job = control_.Get(id, c.scope);
   if (!job.ok()) return c.Fail(job.status());
-  Json out = JobToJson(*job, control_.Pending({id}));
+  Json out = JobToJson(*job, control_.Pending({id}), control_.Now());
   if (Result<std::string> why = control_.Explain(id, c.scope); why.ok()) out["explain"] = *why;
   c.Reply(200, out);
 }

@@ -26,7 +26,17 @@ const char* kStateNames[] = {"Pending",   "Running", "Preempting",
 
 Status NoSuchJob(int64_t id) { return NotFound("job " + std::to_string(id) + " not found"); }
 
-void EndRun(JobRecord& j) {
+void AccountRun(JobRecord& j, Time now) {
+  const Time from = std::max(j.started, j.accounted_to);
+  if (j.tasks.empty() || from.value() <= 0 || now <= from) return;
+  int64_t gpus = 0;
+  for (const TaskView& t : j.tasks) gpus += static_cast<int64_t>(t.gpus.size());
+  j.gpu_seconds += gpus * ((now - from).value() / 1000000000);
+  j.accounted_to = now;
+}
+
+void EndRun(JobRecord& j, Time now) {
+  AccountRun(j, now);
   if (!j.tasks.empty()) {
     j.previous_generation = j.generation;
     j.previous_tasks = std::move(j.tasks);
@@ -251,7 +261,7 @@ Status ControlPlane::Recover() {
       Txn txn;
       job.state = JobState::kFailed;
       job.finished = now;
-      EndRun(job);
+      EndRun(job, now);
       Deactivate(job);
       Write(job, "Failed", "cannot run on this cluster any more: " + st.message(), txn);
       UNIPOOL_RETURN_IF_ERROR(store_.Commit(txn).status());
@@ -295,7 +305,7 @@ Status ControlPlane::RecoverJob(JobRecord& job) {
     // one (liveness is not known yet; a lost node is swept later).
     AwaitOldRun(job, "", /*skip_lost=*/false);
     job.state = JobState::kPending;
-    EndRun(job);
+    EndRun(job, Now());
   }
   return sched_->Submit(*spec, job.submitted);
 }

@@ -76,6 +76,11 @@ struct JobRecord {
   // MasterPort); 0 in records written before it existed.
   int32_t master_port = 0;
   int64_t lost_gpu_seconds = 0;
+  // GPU-seconds its runs held (allocated, as Slurm charges), counted up to
+  // `accounted_to` (the end of the last run counted, or a resize); the
+  // current run adds from max(started, accounted_to) on (RunningGpuSeconds).
+  int64_t gpu_seconds = 0;
+  Time accounted_to;
   // Checkpoints its runs reported, and what the last one said ("step 200").
   int64_t checkpoints = 0;
   std::string checkpoint_note;
@@ -108,6 +113,10 @@ struct JobRecord {
   std::string peer_failure_why;
   std::string peer_failure_node;
 };
+
+// Adds to job.gpu_seconds what its current tasks held since it was last
+// counted (JobRecord::accounted_to), up to `now`.
+void AccountRun(JobRecord& job, Time now);
 
 // The GPUs of task `t` the job's processes use: all of them, but an
 // exclusive job's share (gpusPerNode) of the whole node it holds.
@@ -167,6 +176,15 @@ struct QueueRecord {
   Gpus used;
   int64_t pending = 0, running = 0;
   Gpus pending_gpus;
+  // Fair-share accounting, as Slurm's sshare shows it: the GPU-hours the
+  // queue (and its children) used, each hour worth half as much every
+  // ControlOptions::usage_half_life; its share of all top-level use (of its
+  // siblings' for a child queue) against its share of their weights; and
+  // Slurm's classic factor 2^(-usage share / weight share): 1 unused, 0.5
+  // at its fair share, toward 0 past it. Memory only: a restarted (or new)
+  // leader starts from 0.
+  double usage_gpu_hours = 0;
+  double usage_share = 0, weight_share = 0, fair_share = 1;
 };
 
 struct Summary {
@@ -215,6 +233,9 @@ struct ControlOptions {
   // Not null: job records a follower parsed already (job_prefetch.h), used
   // by the rebuild where they match the store. Not owned.
   JobPrefetch* prefetch = nullptr;
+  // The half-life of queues' fair-share usage (QueueRecord::usage_gpu_hours;
+  // Slurm's PriorityDecayHalfLife, 7 days by default).
+  Duration usage_half_life = Seconds(7 * 24 * 3600);
   // Per-node metrics (unipool_node_gpus, unipool_node_state) on clusters of
   // at most this many nodes: past it, a scrape would carry millions of lines.
   int32_t node_metrics_max = 10000;
@@ -457,6 +478,8 @@ class ControlPlane {
   // ExpireLeases' view of an outage (see ControlOptions::outage_grace).
   bool MostNodesSilent(Time now);
   void EnforceTimeLimits(Time now, store::Txn& txn);
+  // Decays every queue's usage to `now` and adds what it holds meanwhile.
+  void ChargeUsage(Time now);
   void SyncPreempted(store::Txn& txn);
   void SetSchedNodeState(NodeRecord& n, Time now);
   // Whether a healthy beat has something to write (the node comes up or
@@ -495,6 +518,8 @@ class ControlPlane {
   std::unique_ptr<sched::Scheduler> sched_;
   std::map<int64_t, JobRecord> jobs_;
   std::map<int64_t, std::vector<ProgressPoint>> progress_;  // by job (Progress)
+  std::map<std::string, double> usage_;  // decayed GPU-seconds, by queue (ChargeUsage)
+  Time usage_at_;                        // when usage_ was last charged
   std::set<int64_t> active_;                     // not terminal
   std::set<std::pair<int64_t, int64_t>> ended_;  // terminal: (finished, id), for the history
   std::map<std::string, int64_t> active_by_queue_;

@@ -13,9 +13,9 @@ Status NoSuchJob(int64_t id);
 // "the beginning (no checkpoint yet)" when its runs wrote none.
 std::string ResumePoint(const JobRecord& j);
 
-// The job's run is over here: its tasks are kept as the previous run's
-// (JobRecord::previous_tasks) and cleared.
-void EndRun(JobRecord& j);
+// The job's run is over here (at `now`): its GPU-seconds are counted, its
+// tasks kept as the previous run's (JobRecord::previous_tasks) and cleared.
+void EndRun(JobRecord& j, Time now);
 
 // Whether job `j` has every label that `f` asks for.
 bool HasLabels(const JobRecord& j, const JobFilter& f);

@@ -309,6 +309,7 @@ Status ControlPlane::Finish(JobRecord& job, JobState state, const std::string& t
   }
   job.state = state;
   job.finished = Now();
+  AccountRun(job, job.finished);
   job.clearing.clear();  // it runs no more: nothing waits
   Deactivate(job);
   Write(job, type, message, txn);
@@ -517,7 +518,7 @@ Status ControlPlane::ApplyReportLocked(JobRecord& job, const std::string& kind,
                    static_cast<double>(lost));
       AwaitOldRun(job, node);  // an admin's word for the nodes: they still confirm
       job.state = JobState::kPending;
-      EndRun(job);
+      EndRun(job, now);
       job.stopped_nodes.clear();
       Write(job, "Stopped", "stopped; resumes from " + ResumePoint(job), txn);
     }

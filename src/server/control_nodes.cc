@@ -322,6 +322,20 @@ std::vector<QueueRecord> ControlPlane::Queues(const Scope& scope) const {
       out[q->value()].running++;
     }
   }
+  // Fair share among siblings (top-level queues are siblings of each other).
+  std::map<std::string, std::pair<double, int64_t>> siblings;  // parent -> (usage, weight)
+  for (QueueRecord& q : out) {
+    auto u = usage_.find(q.spec.name);
+    q.usage_gpu_hours = u == usage_.end() ? 0 : u->second / 3600.0;
+    siblings[q.spec.parent].first += q.usage_gpu_hours;
+    siblings[q.spec.parent].second += q.spec.weight;
+  }
+  for (QueueRecord& q : out) {
+    const auto& [usage, weight] = siblings[q.spec.parent];
+    q.usage_share = usage > 0 ? q.usage_gpu_hours / usage : 0;
+    q.weight_share = weight > 0 ? static_cast<double>(q.spec.weight) / weight : 0;
+    q.fair_share = q.weight_share > 0 ? std::exp2(-q.usage_share / q.weight_share) : 0;
+  }
   std::erase_if(out, [&](const QueueRecord& q) { return !scope.Sees(q.spec.name); });
   return out;
 }

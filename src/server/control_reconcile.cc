@@ -112,6 +112,19 @@ void ControlPlane::EnforceTimeLimits(Time now, Txn& txn) {
   }
 }
 
+void ControlPlane::ChargeUsage(Time now) {
+  if (usage_at_.value() > 0 && now > usage_at_) {
+    const double dt = ToSeconds(now - usage_at_);
+    const double decay = std::exp2(-dt / std::max(1.0, ToSeconds(options_.usage_half_life)));
+    const sched::QueueTree& tree = sched_->queues();
+    for (int32_t i = 0; i < tree.size(); ++i) {
+      double& u = usage_[tree.spec(sched::QueueId(i)).name];
+      u = u * decay + static_cast<double>(tree.used(sched::QueueId(i)).value()) * dt;
+    }
+  }
+  usage_at_ = now;
+}
+
 void ControlPlane::RetryAfterBackoff(Time now, Txn& txn) {
   for (auto it = backoff_.begin(); it != backoff_.end();) {
     JobRecord& job = jobs_.at(*it);
@@ -152,7 +165,7 @@ void ControlPlane::StopHeldRun(JobRecord& job, const sched::PreemptJob& x, Time 
     return;
   }
   job.state = JobState::kPending;
-  EndRun(job);
+  EndRun(job, now);
   job.stopped_nodes.clear();
   Write(job, "Stopped",
         PreemptionWhy(x) + " before it started (it waited for its last run's nodes)", txn);
@@ -182,7 +195,7 @@ void ControlPlane::ApplyDecision(const sched::Decision& d, Time now, Txn& txn) {
             }
             job.state = JobState::kRunning;
             job.stopped_nodes.clear();
-            EndRun(job);
+            EndRun(job, now);
             job.tasks = ToTasks(x.placement);
             job.started = now;  // (last_checkpoint stays: the one this run resumes from)
             ++job.generation;
@@ -191,7 +204,7 @@ void ControlPlane::ApplyDecision(const sched::Decision& d, Time now, Txn& txn) {
             Write(job, "Started", DescribePlacement(topo_, x.placement) + ShapeNote(job), txn);
           } else if constexpr (std::is_same_v<T, sched::ResizeJob>) {
             AwaitOldRun(job, "");
-            EndRun(job);
+            EndRun(job, now);
             job.tasks = ToTasks(x.placement);
             ++job.generation;
             job.master_port = PickMasterPort(job);
@@ -216,7 +229,7 @@ void ControlPlane::ApplyDecision(const sched::Decision& d, Time now, Txn& txn) {
           } else if constexpr (std::is_same_v<T, sched::RequeueJob>) {
             AwaitOldRun(job, "");  // (a lost node is no longer alive: fenced)
             job.state = JobState::kPending;
-            EndRun(job);
+            EndRun(job, now);
             job.lost_gpu_seconds += x.lost_gpu_seconds;
             // A lost node is a disruption, not the job's failure: it does
             // not count against maxRestarts (Kubernetes' pod failure policy).
@@ -256,6 +269,7 @@ Status ControlPlane::Reconcile() {
     ReleaseLostNodes(txn);
     DecidePeerFailures(now, txn);
     EnforceTimeLimits(now, txn);
+    ChargeUsage(now);
     RetryAfterBackoff(now, txn);
     const std::vector<sched::Decision> out = sched_->Schedule(now);
     decisions = out.size();

@@ -84,6 +84,8 @@ Json JobToJson(const JobRecord& job) {
               {"generation", job.generation},
               {"masterPort", job.master_port},
               {"lostGpuSeconds", job.lost_gpu_seconds},
+              {"gpuSeconds", job.gpu_seconds},
+              {"accountedTo", TimeJson(job.accounted_to)},
               {"checkpoints", job.checkpoints},
               {"checkpointNote", job.checkpoint_note},
               {"exitCode", job.exit_code < 0 ? Json() : Json(job.exit_code)},
@@ -167,6 +169,9 @@ Result<JobRecord> JobFromJson(const Json& j) {
     UNIPOOL_RETURN_IF_ERROR(StoredInt(j, key, 0, hi, &v));
     *out = static_cast<int32_t>(v);
   }
+  if (j.contains("gpuSeconds")) {  // absent in records written before it existed
+    UNIPOOL_RETURN_IF_ERROR(StoredInt(j, "gpuSeconds", 0, kMax, &job.gpu_seconds));
+  }
   if (j.contains("checkpoints")) {  // absent in records written before it existed
     UNIPOOL_RETURN_IF_ERROR(StoredInt(j, "checkpoints", 0, kMax, &job.checkpoints));
   }
@@ -235,7 +240,8 @@ Result<JobRecord> JobFromJson(const Json& j) {
                           {"finished", &job.finished},
                           {"lastCheckpoint", &job.last_checkpoint},
                           {"preemptDeadline", &job.preempt_deadline},
-                          {"retryAt", &job.retry_at}}) {
+                          {"retryAt", &job.retry_at},
+                          {"accountedTo", &job.accounted_to}}) {
     Result<Time> t = TimeField(j, key);
     if (!t.ok()) return t.status();
     *out = *t;
@@ -295,7 +301,11 @@ Json QueueToJson(const QueueRecord& q) {
               {"usedGpus", q.used.value()},
               {"pendingJobs", q.pending},
               {"runningJobs", q.running},
-              {"pendingGpus", q.pending_gpus.value()}};
+              {"pendingGpus", q.pending_gpus.value()},
+              {"usageGpuHours", q.usage_gpu_hours},
+              {"usageShare", q.usage_share},
+              {"weightShare", q.weight_share},
+              {"fairShare", q.fair_share}};
 }
 
 // Reads a queue object (the API's PUT body and the store's form). Unknown
@@ -310,7 +320,9 @@ Result<sched::QueueSpec> QueueSpecFromJson(const Json& j, const std::string& whe
                                                "pendingGpus",  "maxJobs",
                                                "maxSpecBytes", "maxSubmitsPerMinute",
                                                "runAs",        "allowRoot",
-                                               "rejectInfeasible"};
+                                               "rejectInfeasible", "usageGpuHours",
+                                               "usageShare",   "weightShare",
+                                               "fairShare"};
   for (const auto& [key, v] : j.items()) {
     if (!kKnown.contains(key)) {
       return InvalidArgument(where + "." + io::OneLine(io::Truncate(key, 64)) + ": unknown field");
