@@ -26,6 +26,7 @@ try:
     from selenium import webdriver
     from selenium.webdriver.chrome.options import Options
     from selenium.webdriver.chrome.service import Service
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as EC
     from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -70,7 +71,45 @@ class Browser:
             EC.presence_of_element_located((By.CSS_SELECTOR, css)))
 
     def text_of(self, css):
-        return self.find(css).text
+        for _ in range(50):  # a live update may replace the element meanwhile
+            try:
+                return self.find(css).text
+            except StaleElementReferenceException:
+                time.sleep(0.1)
+        fail(f"{css} kept being replaced")
+
+    def type_into(self, css, text):
+        """Replaces the text of `css` with `text` (again if it was redrawn)."""
+        for _ in range(50):
+            try:
+                el = self.find(css)
+                el.clear()
+                el.send_keys(text)
+                if el.get_attribute("value") == text:
+                    return
+            except StaleElementReferenceException:
+                pass
+            time.sleep(0.1)
+        fail(f"cannot type into {css}")
+
+    def select(self, css, value):
+        for _ in range(50):
+            try:
+                Select(self.find(css)).select_by_value(value)
+                return
+            except StaleElementReferenceException:
+                time.sleep(0.1)
+        fail(f"{css} kept being replaced")
+
+    def click(self, css):
+        """Clicks `css`, again if a live update replaced it first."""
+        for _ in range(50):
+            try:
+                self.find(css).click()
+                return
+            except StaleElementReferenceException:
+                time.sleep(0.1)
+        fail(f"{css} kept being replaced")
 
     def until(self, what, predicate, timeout=20):
         end = time.time() + timeout
@@ -87,9 +126,8 @@ class Browser:
         self.driver.get(url + "/#/")
         self.driver.execute_script("sessionStorage.clear()")
         self.driver.get(url + "/#/")
-        field = self.find("#token")
-        field.send_keys(token)
-        self.find("#signin").click()
+        self.type_into("#token", token)
+        self.click("#signin")
         self.find("#summary")
 
     def go(self, url, hash_, ready_css):
@@ -156,7 +194,7 @@ def main():
         browser.shot("overview")
         browser.no_errors("overview")
         # Zoom: the rack's groups, then one group's nodes.
-        browser.find("#topology .cell").click()
+        browser.click("#topology .cell")
         browser.until("a zoomed topology", lambda: "/" in browser.text_of(".crumbs"))
         browser.find("#topology .cell")
         browser.no_errors("overview zoomed")
@@ -176,25 +214,23 @@ def main():
         browser.go(url, "#/jobs", "#jobs tr td")
         if "alice-train" not in browser.text_of("#jobs") or "bob-secret" not in browser.text_of("#jobs"):
             fail("jobs: the admin sees every queue's jobs")
-        Select(browser.find("#filter-queue")).select_by_value("team-b")
+        browser.select("#filter-queue", "team-b")
         browser.until("the queue filter", lambda: "alice-train" not in browser.text_of("#jobs"))
         browser.shot("jobs")
         browser.no_errors("jobs")
 
         # Submit -> running -> cancel, through the UI.
         browser.go(url, "#/jobs", "#spec")
-        spec = browser.find("#spec")
-        spec.clear()
-        spec.send_keys(job_yaml("from-the-ui", "team-b", 8))
-        browser.find("#dry-run").click()
+        browser.type_into("#spec", job_yaml("from-the-ui", "team-b", 8))
+        browser.click("#dry-run")
         browser.until("the dry run", lambda: "valid" in browser.text_of("#submit-result"))
-        browser.find("#submit").click()
+        browser.click("#submit")
         browser.until("the job page", lambda: "from-the-ui" in browser.text_of("h1"))
         browser.until("the job running", lambda: "Running" in browser.text_of(".toolbar .state"), 30)
         browser.find("#topology .cell.highlight")  # its placement, drawn
         browser.shot("job-running")
         browser.no_errors("job page")
-        browser.find("#cancel").click()
+        browser.click("#cancel")
         browser.driver.switch_to.alert.accept()
         browser.until("the job cancelled", lambda: "Cancelled" in browser.text_of(".toolbar .state"), 30)
         browser.no_errors("cancel")
@@ -212,7 +248,12 @@ def main():
                         "--report", report, "--no-progress"], check=True,
                        stdout=subprocess.DEVNULL, cwd=SOURCE)
         browser.go(url, "#/report", "#report-file")
-        browser.find("#report-file").send_keys(report)
+        for _ in range(50):
+            try:
+                browser.find("#report-file").send_keys(report)
+                break
+            except StaleElementReferenceException:
+                time.sleep(0.1)
         browser.until("the report shown", lambda: browser.find("#report").is_displayed())
         browser.driver.switch_to.frame(browser.find("#report"))
         if "svg" not in browser.driver.page_source:
@@ -222,7 +263,7 @@ def main():
         browser.no_errors("sim report")
 
         # A tenant sees only its queues' jobs.
-        browser.find("#logout").click()
+        browser.click("#logout")
         browser.sign_in(url, server.tokens["alice"])
         browser.go(url, "#/jobs", "#jobs tr td")
         listed = browser.text_of("#jobs")

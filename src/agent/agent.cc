@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "agent/agent_internal.h"
+#include "agent/gpu_metrics.h"
 #include "agent/steady_clock.h"
 #include "io/yaml_fields.h"
 
@@ -229,6 +230,16 @@ std::string Agent::Health() {
   return health_;
 }
 
+nlohmann::json Agent::GpuReadings() {
+  std::lock_guard lock(mu_);
+  nlohmann::json out = nlohmann::json::array();
+  for (const GpuSample& g : gpu_samples_) {
+    out.push_back({g.index, g.utilization, g.memory_used_mib, g.memory_total_mib, g.temperature_c,
+                   g.power_w, g.ecc_uncorrected});
+  }
+  return out;
+}
+
 void Agent::HealthLoop() {
   while (!stop_) {
     std::string health = "ok";
@@ -246,9 +257,16 @@ void Agent::HealthLoop() {
         health = "health check failed: " +
                  (out.empty() ? "exit " + std::to_string(code) : out.substr(0, 200));
     }
+    // The GPUs' own readings, for the server's metrics (none from virtual GPUs).
+    std::vector<GpuSample> samples;
+    if (gpus_discovered_) {
+      auto [code, out] = Shell(kGpuQuery);
+      if (code == 0) samples = ParseGpuSamples(out);
+    }
     {
       std::lock_guard lock(mu_);
       health_ = health;
+      gpu_samples_ = std::move(samples);
     }
     for (int64_t end = SteadyMs() + options_.health_interval.value() / 1000000;
          SteadyMs() < end && !stop_;) {

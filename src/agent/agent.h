@@ -54,6 +54,7 @@
 #include "agent/launcher.h"
 #include "agent/watchdog.h"
 #include "core/base/units.h"
+#include "server/gpu_sample.h"
 #include "server/log.h"
 #include "server/server_list.h"
 
@@ -204,6 +205,8 @@ class Agent {
   Status PrepareRunDir(const LocalRun& run) const;
   void ServeLogs();
   std::string Health();
+  // The GPUs' last readings as the heartbeat sends them ([] for none).
+  nlohmann::json GpuReadings();
   std::string GpuHealth() const;
 
   AgentOptions options_;
@@ -236,6 +239,7 @@ class Agent {
   bool fresh_ = false;
   bool gpus_discovered_ = false;  // real GPUs (nvidia-smi): checked for errors
   std::string health_ = "ok";
+  std::vector<server::GpuSample> gpu_samples_;  // the last nvidia-smi readings (HealthLoop)
   std::set<int64_t> known_jobs_;  // for the long poll
 
   std::map<int64_t, std::unique_ptr<LocalRun>> runs_;  // by job; main loop only

@@ -135,13 +135,13 @@ void Agent::HeartbeatLoop() {
     }
     // With an outage grace, the peers to ask are refreshed every 10 s.
     const bool peers = options_.outage_grace.value() > 0 && t0 - peers_ms >= 10000;
+    Json beat{{"health", Health()},
+              {"address", options_.address},
+              {"agentUrl", agent_url_},
+              {"agentSecret", secret_}};
+    if (Json gpus = GpuReadings(); !gpus.empty()) beat["gpus"] = std::move(gpus);
     auto r = c->Post("/v1/nodes/" + options_.node + "/heartbeat" + (peers ? "?peers=1" : ""),
-                     Json{{"health", Health()},
-                          {"address", options_.address},
-                          {"agentUrl", agent_url_},
-                          {"agentSecret", secret_}}
-                         .dump(),
-                     "application/json");
+                     beat.dump(), "application/json");
     if (r && r->status == 200) {
       // From when it was sent: the server's lease began at or after t0.
       last_ok_ms_ = t0;

@@ -418,8 +418,8 @@ int DescribeJob(const Client& client, const DescribeFlags& f) {
   std::string shape;
   if (spec.value("gpusPerNode", 0) > 0) {
     shape = " (" +
-            std::to_string(spec["gpus"].get<int64_t>() / spec["gpusPerNode"].get<int64_t>()) +
-            " nodes x " + Cell(spec, "gpusPerNode") + ")";
+            io::Count(spec["gpus"].get<int64_t>() / spec["gpusPerNode"].get<int64_t>(), "node") +
+            " x " + Cell(spec, "gpusPerNode") + ")";
   } else if (spec.value("gpusPerTask", 0) > 0) {
     shape = " (tasks of " + Cell(spec, "gpusPerTask") + ")";
   }

@@ -78,25 +78,35 @@ Status MapQueues(const io::Trace& trace, const std::string& fallback, sim::SimCo
   return Status::Ok();
 }
 
+// Progress on stderr: a bar redrawn in place on a terminal; elsewhere (a
+// log file, CI) a line every 5 s, so a long run still shows it advances.
 class ProgressBar {
  public:
-  explicit ProgressBar(bool on) : on_(on && isatty(2)), start_(std::chrono::steady_clock::now()) {}
+  explicit ProgressBar(bool on)
+      : on_(on), tty_(isatty(2)), start_(std::chrono::steady_clock::now()), last_line_(start_) {}
   void Show(const std::string& label, double done) {
     if (!on_) return;
-    const double elapsed =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    const int width = 30, filled = static_cast<int>(done * width);
+    const auto now = std::chrono::steady_clock::now();
+    const double elapsed = std::chrono::duration<double>(now - start_).count();
     const double eta = done > 0.01 ? elapsed * (1 - done) / done : 0;
+    if (!tty_) {
+      if (done >= 1 || now - last_line_ < std::chrono::seconds(5)) return;
+      last_line_ = now;
+      std::fprintf(stderr, "sim: %s %d%% after %.0fs, about %.0fs to go\n", label.c_str(),
+                   static_cast<int>(done * 100), elapsed, eta);
+      return;
+    }
+    const int width = 30, filled = static_cast<int>(done * width);
     std::fprintf(stderr, "\r%-16s [%s%s] %3d%%  ETA %4.0fs ", label.c_str(),
                  std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(),
                  static_cast<int>(done * 100), eta);
     if (done >= 1) std::fprintf(stderr, "\n");
   }
-  void Restart() { start_ = std::chrono::steady_clock::now(); }
+  void Restart() { start_ = last_line_ = std::chrono::steady_clock::now(); }
 
  private:
-  bool on_;
-  std::chrono::steady_clock::time_point start_;
+  bool on_, tty_;
+  std::chrono::steady_clock::time_point start_, last_line_;
 };
 
 int RunSim(const SimOptions& opt) {

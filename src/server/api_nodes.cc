@@ -1,5 +1,6 @@
 // The /v1/nodes handlers: list, get, cordon/drain/uncordon, and the
 // agents' join, heartbeat and assignments (long poll).
+#include <algorithm>
 #include <sstream>
 
 #include "server/api_call.h"
@@ -104,8 +105,27 @@ void ApiServer::JoinNode(Call& c) {
 bool ApiServer::ReadHeartbeat(Call& c, ControlPlane::HeartbeatInfo* info) {
   Json body;
   if (!c.Allow({Role::kAgent, Role::kAdmin}) || !c.Query({"peers"}) || !c.OwnNode(c.Path(1)) ||
-      !c.Body({"health", "address", "agentUrl", "agentSecret"}, &body, false)) {
+      !c.Body({"health", "address", "agentUrl", "agentSecret", "gpus"}, &body, false)) {
     return false;
+  }
+  // Its GPUs' readings: [[index, utilization, memUsedMiB, memTotalMiB,
+  // temperatureC, powerW, eccUncorrected], ...], -1 where a GPU gives none.
+  if (body.contains("gpus")) {
+    const Json& g = body["gpus"];
+    if (!g.is_array() || g.size() > 64) {
+      return c.Bad("body.gpus: expected at most 64 readings [index, utilization, memUsedMiB, "
+                   "memTotalMiB, temperatureC, powerW, eccUncorrected]");
+    }
+    for (const Json& r : g) {
+      if (!r.is_array() || r.size() != 7 ||
+          !std::all_of(r.begin(), r.end(), [](const Json& v) { return v.is_number(); }) ||
+          r[0].get<double>() < 0 || r[0].get<double>() > 64) {
+        return c.Bad("body.gpus: each reading is 7 numbers, the first a GPU index (0 to 64)");
+      }
+      info->gpus.push_back(GpuSample{r[0].get<int>(), r[1].get<double>(), r[2].get<double>(),
+                                     r[3].get<double>(), r[4].get<double>(), r[5].get<double>(),
+                                     static_cast<int64_t>(r[6].get<double>())});
+    }
   }
   if (!c.String(body, "health", 1024, &info->health) ||
       !c.String(body, "address", 255, &info->address) ||

@@ -33,6 +33,7 @@
 #include "core/sched/scheduler.h"
 #include "core/topology/topology.h"
 #include "io/job_spec.h"
+#include "server/gpu_sample.h"
 #include "server/log.h"
 #include "server/metrics.h"
 #include "store/history.h"
@@ -150,6 +151,7 @@ struct NodeRecord {
   std::string address;       // where other nodes reach it (MASTER_ADDR), from its agent
   std::string agent_url;     // the agent's own HTTP endpoint (logs)
   std::string agent_secret;  // presented to the agent when the server calls it; memory only
+  std::vector<GpuSample> gpu_samples;  // from its last heartbeat; memory only
   NodeState state = NodeState::kDown;  // what the scheduler uses
 };
 
@@ -330,6 +332,7 @@ class ControlPlane {
     std::string address;
     std::string agent_url;
     std::string agent_secret;
+    std::vector<GpuSample> gpus;  // its GPUs' readings; none from virtual GPUs
   };
   Status Heartbeat(const std::string& name, const HeartbeatInfo& info);
   // The common heartbeat, for the event loop: when the node is live and the
@@ -478,6 +481,8 @@ class ControlPlane {
   // ExpireLeases' view of an outage (see ControlOptions::outage_grace).
   bool MostNodesSilent(Time now);
   void EnforceTimeLimits(Time now, store::Txn& txn);
+  // REQUIRES: mu_. The unipool_gpu_* gauges of `n`'s GPUs.
+  void SetGpuGauges(const NodeRecord& n);
   // Decays every queue's usage to `now` and adds what it holds meanwhile.
   void ChargeUsage(Time now);
   void SyncPreempted(store::Txn& txn);

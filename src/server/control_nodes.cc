@@ -106,6 +106,7 @@ bool ControlPlane::RenewLease(const std::string& name, const HeartbeatInfo& info
   if (info.health != "ok" || BeatChanges(n, info)) return false;
   n.last_heartbeat = Now();
   n.agent_secret = info.agent_secret;
+  n.gpu_samples = info.gpus;
   return true;
 }
 
@@ -119,6 +120,7 @@ Status ControlPlane::Heartbeat(const std::string& name, const HeartbeatInfo& inf
     const Time now = Now();
     n.last_heartbeat = now;
     n.agent_secret = info.agent_secret;
+    n.gpu_samples = info.gpus;
     const bool sick = info.health != "ok" && n.admin.empty();
     if (!sick && !BeatChanges(n, info)) return Status::Ok();  // the common case: memory only
     // A change is written; while the store is read-only, the lease above

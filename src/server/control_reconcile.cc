@@ -291,6 +291,25 @@ Status ControlPlane::Reconcile() {
   return Status::Ok();  // a failed write made the store read-only: keep serving reads
 }
 
+// A node's GPUs' own readings from its last heartbeat (none from virtual
+// GPUs): one sample per GPU and reading it gives.
+void ControlPlane::SetGpuGauges(const NodeRecord& n) {
+  constexpr double kMiB = 1 << 20;
+  for (const GpuSample& g : n.gpu_samples) {
+    const Labels l = {{"node", n.name}, {"gpu", std::to_string(g.index)}};
+    for (auto [metric, v] :
+         {std::pair{"unipool_gpu_utilization_ratio", g.utilization < 0 ? -1 : g.utilization / 100},
+          {"unipool_gpu_memory_used_bytes", g.memory_used_mib < 0 ? -1 : g.memory_used_mib * kMiB},
+          {"unipool_gpu_memory_total_bytes",
+           g.memory_total_mib < 0 ? -1 : g.memory_total_mib * kMiB},
+          {"unipool_gpu_temperature_celsius", g.temperature_c},
+          {"unipool_gpu_power_watts", g.power_w},
+          {"unipool_gpu_ecc_uncorrected_errors", static_cast<double>(g.ecc_uncorrected)}}) {
+      if (v >= 0) metrics_.Set(metric, l, v);
+    }
+  }
+}
+
 void ControlPlane::UpdateGauges() {
   metrics_.Set("unipool_store_read_only", {}, store_.Writable().ok() ? 0 : 1);
   const Summary s = GetSummary();
@@ -299,7 +318,10 @@ void ControlPlane::UpdateGauges() {
   for (const char* g :
        {"unipool_gpus", "unipool_jobs", "unipool_queue_pending_gpus", "unipool_queue_used_gpus",
         "unipool_queue_guarantee_gpus", "unipool_queue_limit_gpus", "unipool_nodes",
-        "unipool_largest_free_block_gpus", "unipool_node_gpus", "unipool_node_state"}) {
+        "unipool_largest_free_block_gpus", "unipool_node_gpus", "unipool_node_state",
+        "unipool_gpu_utilization_ratio", "unipool_gpu_memory_used_bytes",
+        "unipool_gpu_memory_total_bytes", "unipool_gpu_temperature_celsius",
+        "unipool_gpu_power_watts", "unipool_gpu_ecc_uncorrected_errors"}) {
     metrics_.Reset(g);
   }
   // GPUs and nodes by partition and state; per node on clusters of at most
@@ -325,6 +347,7 @@ void ControlPlane::UpdateGauges() {
       metrics_.Set("unipool_node_state", {{"node", n.name}, {"state", name}},
                    n.state == static_cast<NodeState>(st) ? 1 : 0);
     }
+    if (n.alive) SetGpuGauges(n);
   }
   for (const auto& [key, v] : gpus) {
     metrics_.Set("unipool_gpus", {{"partition", key.first}, {"state", key.second}},
@@ -436,6 +459,14 @@ void ControlPlane::DeclareMetrics(Metrics& m) {
   m.Declare("unipool_node_gpus", T::kGauge,
             "A node's GPUs by state: allocated, free (placeable) or unavailable (down, cordoned, "
             "unhealthy); off past --node-metrics-max nodes.");
+  m.Declare("unipool_gpu_utilization_ratio", T::kGauge,
+            "A GPU's utilization (0 to 1) from nvidia-smi on its node, by node and gpu index.");
+  m.Declare("unipool_gpu_memory_used_bytes", T::kGauge, "A GPU's memory in use (nvidia-smi).");
+  m.Declare("unipool_gpu_memory_total_bytes", T::kGauge, "A GPU's memory (nvidia-smi).");
+  m.Declare("unipool_gpu_temperature_celsius", T::kGauge, "A GPU's temperature (nvidia-smi).");
+  m.Declare("unipool_gpu_power_watts", T::kGauge, "A GPU's power draw (nvidia-smi).");
+  m.Declare("unipool_gpu_ecc_uncorrected_errors", T::kGauge,
+            "A GPU's volatile uncorrected ECC errors (nvidia-smi); the node is drained when > 0.");
   m.Declare("unipool_node_state", T::kGauge,
             "1 for the node's scheduling state (up, cordoned, drained, flaky, down), like "
             "kube-state-metrics' node conditions.");

@@ -319,14 +319,17 @@ pages.jobs = async (params) => {
 };
 
 function submitForm() {
-  const area = h("textarea", { id: "spec", rows: 11, onfocus: () => { state.editing = true; }, onblur: () => { state.editing = false; } }, kSample);
+  // What is typed survives the page's live redraws (state.draft).
+  const area = h("textarea", { id: "spec", rows: 11, onfocus: () => { state.editing = true; },
+    onblur: () => { state.editing = false; }, oninput: (e) => { state.draft = e.target.value; } },
+  state.draft || kSample);
   const out = h("p", { id: "submit-result" });
   const send = async (dry) => {
     try {
       const r = (await api("POST", "/v1/jobs" + (dry ? "?dryRun=true" : ""), area.value, "application/yaml")).data;
       out.className = "";
       out.textContent = dry ? "The spec is valid and can run." : `Submitted job ${r.id}.`;
-      if (!dry) { state.editing = false; location.hash = "#/jobs/" + r.id; }
+      if (!dry) { state.editing = false; state.draft = ""; location.hash = "#/jobs/" + r.id; }
     } catch (e) {
       out.className = "error";
       out.textContent = e.message;
