@@ -177,10 +177,9 @@ int RunAcct(AcctFlags& f) {
 
 void AddAcctCommand(CLI::App& app, int& exit_code) {
   auto f = std::make_shared<AcctFlags>();
-  CLI::App* cmd = app.add_subcommand(
+  CLI::App* cmd = AddSubcommand(app, 
       "acct",
-      "Accounting, like sacct and sreport: jobs of a time window (the history too) with their\n"
-      "GPU-hours, elapsed time, restarts and exit code, and totals by queue and by user.\n"
+      "Accounting, like sacct and sreport: jobs of a window with GPU-hours; totals by queue, user\n"
       "  unipool acct                     the last day\n"
       "  unipool acct --since 30d --totals\n"
       "  unipool acct --since 2026-11-01T00:00:00.000Z --until 2026-12-01T00:00:00.000Z");

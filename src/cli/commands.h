@@ -18,6 +18,17 @@ inline constexpr int kExitNotFound = 3;
 inline constexpr int kExitDenied = 4;
 inline constexpr int kExitUnreachable = 5;
 
+// A subcommand whose help is one line, then examples: the first line is
+// what `unipool --help` lists, the rest the command's own --help shows
+// under "Examples:".
+inline CLI::App* AddSubcommand(CLI::App& parent, const std::string& name,
+                               const std::string& help) {
+  const size_t nl = help.find('\n');
+  CLI::App* cmd = parent.add_subcommand(name, help.substr(0, nl));
+  if (nl != std::string::npos) cmd->footer("\nExamples:\n" + help.substr(nl + 1));
+  return cmd;
+}
+
 void AddTopoCommand(CLI::App& app, int& exit_code);
 void AddBenchCommand(CLI::App& app, int& exit_code);
 void AddSimCommand(CLI::App& app, int& exit_code);
@@ -26,6 +37,7 @@ void AddServerCommand(CLI::App& app, int& exit_code);
 void AddClientCommands(CLI::App& app, int& exit_code);
 void AddAgentCommands(CLI::App& app, int& exit_code);
 void AddLogsCommand(CLI::App& app, int& exit_code);
+void AddDescribeCommand(CLI::App& app, int& exit_code);
 void AddAcctCommand(CLI::App& app, int& exit_code);
 void AddUpCommand(CLI::App& app, int& exit_code);
 // `unipool completion bash|zsh`: a shell completion script for the commands

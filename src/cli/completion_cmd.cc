@@ -99,10 +99,11 @@ complete -F _unipool unipool
 
 void AddCompletionCommand(CLI::App& app, int& exit_code) {
   auto shell = std::make_shared<std::string>();
-  CLI::App* cmd = app.add_subcommand(
+  CLI::App* cmd = AddSubcommand(app, 
       "completion",
-      "Print a shell completion script: source <(unipool completion bash), or for zsh\n"
-      "  source <(unipool completion zsh)");
+      "Print a bash or zsh completion script\n"
+      "  source <(unipool completion bash)      in ~/.bashrc\n"
+      "  source <(unipool completion zsh)       in ~/.zshrc");
   cmd->add_option("SHELL", *shell, "bash or zsh")
       ->required()
       ->check(CLI::IsMember({"bash", "zsh"}));

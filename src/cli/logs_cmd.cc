@@ -212,7 +212,7 @@ int RunLogs(LogsFlags& f) {
 
 void AddLogsCommand(CLI::App& app, int& exit_code) {
   auto l = std::make_shared<LogsFlags>();
-  CLI::App* cmd = app.add_subcommand(
+  CLI::App* cmd = AddSubcommand(app, 
       "logs",
       "Print a job's output, read from its nodes' agents.\n"
       "  unipool logs 12                   rank 0 of the current (or last) run\n"

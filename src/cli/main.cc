@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   AddPlanCommand(app, exit_code);
   AddServerCommand(app, exit_code);
   AddClientCommands(app, exit_code);
+  AddDescribeCommand(app, exit_code);
   AddAgentCommands(app, exit_code);
   AddLogsCommand(app, exit_code);
   AddAcctCommand(app, exit_code);
