@@ -4,6 +4,7 @@
 // describe queue, "did you mean", the token hint and shell completion.
 // A real server on loopback and the real binary.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -321,6 +322,21 @@ TEST(CliHabitsTest, HintsCompletionAndFormats) {
                             "COMP_CWORD=2; _unipool && [ \"${COMPREPLY[*]}\" = nodes ]'";
   EXPECT_EQ(std::system(check.c_str()), 0) << bash.out.substr(0, 2000);
   EXPECT_EQ(RunUnipool({"completion", "zsh"}).exit_code, 0);
+  // The manual page: every command, and roff that man renders.
+  RunResult man = RunUnipool({"man"});
+  ASSERT_EQ(man.exit_code, 0) << man.err;
+  for (const char* section : {".TH UNIPOOL 1", ".SS \"unipool submit\"", ".SS \"unipool acct\"",
+                              ".SS \"unipool queue set\"", ".SH EXIT STATUS"}) {
+    EXPECT_NE(man.out.find(section), std::string::npos) << section;
+  }
+  const std::string page = s.dir() + "/unipool.1";
+  std::ofstream(page) << man.out;
+  if (access("/usr/bin/man", X_OK) == 0) {
+    EXPECT_EQ(std::system(("MANWIDTH=100 man -l " + page + " > " + page + ".txt 2>&1").c_str()), 0);
+    std::ifstream txt(page + ".txt");
+    const std::string rendered((std::istreambuf_iterator<char>(txt)), {});
+    EXPECT_NE(rendered.find("--reject-infeasible"), std::string::npos) << rendered.substr(0, 3000);
+  }
 
   RunResult topo = RunUnipool({"topo", "examples/clusters/devbox.yaml", "-o", "json"});
   ASSERT_EQ(topo.exit_code, 0) << topo.err;

@@ -43,6 +43,8 @@ void AddUpCommand(CLI::App& app, int& exit_code);
 // `unipool completion bash|zsh`: a shell completion script for the commands
 // registered before it (call it last).
 void AddCompletionCommand(CLI::App& app, int& exit_code);
+// `unipool man`: the manual page from the same tree (call it last too).
+void AddManCommand(CLI::App& app, int& exit_code);
 // `unipool bench api`, under the `bench` command.
 void AddBenchApiCommand(CLI::App& bench, int& exit_code);
 

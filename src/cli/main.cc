@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   AddAcctCommand(app, exit_code);
   AddUpCommand(app, exit_code);
   AddCompletionCommand(app, exit_code);
+  AddManCommand(app, exit_code);
   // A command word unipool does not have: say which one the user means.
   if (argc > 1 && argv[1][0] != '-') {
     std::vector<std::string> names;

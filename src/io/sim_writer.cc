@@ -59,6 +59,17 @@ std::vector<std::pair<std::string, std::vector<std::string>>> Comparison(const s
   add("utilization (useful)", [](const S& s) { return Pct(s.utilization_useful); });
   add("goodput (useful / up GPU-h)", [](const S& s) { return Pct(s.goodput); });
   add("ETTR (GPU-time weighted)", [](const S& s) { return F(s.ettr, 3); });
+  add("JCT mean / p50 / p99", [](const S& s) {
+    return s.jct.count == 0 ? std::string("- (none done)")
+                            : Dur(s.jct.mean) + " / " + Dur(s.jct.p50) + " / " + Dur(s.jct.p99);
+  });
+  add("wait mean / p50 / p99", [](const S& s) {
+    return s.wait.count == 0 ? std::string("- (none started)")
+                             : Dur(s.wait.mean) + " / " + Dur(s.wait.p50) + " / " + Dur(s.wait.p99);
+  });
+  add("makespan", [](const S& s) {
+    return s.makespan_seconds < 0 ? std::string("- (not all done)") : Dur(s.makespan_seconds);
+  });
   add("failures, lost GPU-h", [](const S& s) {
     return Thousands(s.failures) + ", " + Thousands(std::llround(s.failure_lost_gpu_hours));
   });
@@ -82,8 +93,11 @@ std::string GroupTable(const std::vector<sim::GroupRow>& rows, const char* first
   Table t({first, "JOBS", "DONE", "WAIT P50", "WAIT P99", "JCT P50", "JCT P99", "ETTR", "FAILURES",
            "MTTI", "PREEMPTED", "LOST GPU-H"});
   for (const sim::GroupRow& r : rows) {
-    t.Add({r.name, Thousands(r.jobs), Thousands(r.done), Dur(r.wait.p50), Dur(r.wait.p99),
-           Dur(r.jct.p50), Dur(r.jct.p99), F(r.ettr, 3), Thousands(r.failures),
+    // (a percentile of no job is "-", not "0 s")
+    auto q = [](const sim::Percentiles& p, double v) { return p.count == 0 ? "-" : Dur(v); };
+    t.Add({r.name, Thousands(r.jobs), Thousands(r.done), q(r.wait, r.wait.p50),
+           q(r.wait, r.wait.p99), q(r.jct, r.jct.p50), q(r.jct, r.jct.p99), F(r.ettr, 3),
+           Thousands(r.failures),
            r.mtti_hours > 0 ? F(r.mtti_hours, 1) + " h" : "-", Thousands(r.preemptions),
            Thousands(std::llround(r.lost_gpu_hours))});
   }
@@ -91,7 +105,7 @@ std::string GroupTable(const std::vector<sim::GroupRow>& rows, const char* first
 }
 
 nlohmann::ordered_json PercentilesJson(const sim::Percentiles& p) {
-  return {{"count", p.count}, {"p50", p.p50}, {"p90", p.p90}, {"p99", p.p99}};
+  return {{"count", p.count}, {"p50", p.p50}, {"p90", p.p90}, {"p99", p.p99}, {"mean", p.mean}};
 }
 
 nlohmann::ordered_json GroupsJson(const std::vector<sim::GroupRow>& rows) {
@@ -294,6 +308,10 @@ std::string SimJson(const SimHeader& h, const std::vector<SimRun>& runs) {
     p["utilizationUseful"] = s.utilization_useful;
     p["goodput"] = s.goodput;
     p["ettr"] = s.ettr;
+    p["jctSeconds"] = PercentilesJson(s.jct);
+    p["waitSeconds"] = PercentilesJson(s.wait);
+    p["makespanSeconds"] = s.makespan_seconds < 0 ? nlohmann::ordered_json()
+                                                  : nlohmann::ordered_json(s.makespan_seconds);
     p["bySize"] = GroupsJson(s.by_size);
     p["byQueue"] = GroupsJson(s.by_queue);
     p["failures"] = {{"count", s.failures}, {"lostGpuHours", s.failure_lost_gpu_hours}};

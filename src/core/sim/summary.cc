@@ -10,6 +10,9 @@ Percentiles PercentilesOf(std::vector<double> v) {
   p.count = static_cast<int64_t>(v.size());
   if (v.empty()) return p;
   std::sort(v.begin(), v.end());
+  double sum = 0;
+  for (double x : v) sum += x;
+  p.mean = sum / static_cast<double>(v.size());
   auto at = [&](double q) { return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)]; };
   p.p50 = at(0.5);
   p.p90 = at(0.9);
@@ -97,7 +100,19 @@ Summary Summarize(const SimOutput& out, const SimConfig& config) {
     queues[j.queue].Add(j, out.end);
     all.Add(j, out.end);
   }
-  s.ettr = all.Finish().ettr;
+  const GroupRow everyone = all.Finish();
+  s.ettr = everyone.ettr;
+  s.jct = everyone.jct;
+  s.wait = everyone.wait;
+  if (s.unfinished == 0 && s.done > 0) {
+    Time first = Time(-1), last = Time(-1);
+    for (const JobRecord& j : out.jobs) {
+      if (j.end.value() < 0) continue;
+      if (first.value() < 0 || j.submit < first) first = j.submit;
+      last = std::max(last, j.end);
+    }
+    s.makespan_seconds = ToSeconds(last - first);
+  }
   for (auto& [b, acc] : sizes) {
     acc.row.name = kBucketName[b];
     s.by_size.push_back(acc.Finish());

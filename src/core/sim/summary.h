@@ -11,8 +11,8 @@
 namespace unipool::sim {
 
 struct Percentiles {
-  int64_t count = 0;
-  double p50 = 0, p90 = 0, p99 = 0;
+  int64_t count = 0;  // 0: none (the figures below mean nothing)
+  double p50 = 0, p90 = 0, p99 = 0, mean = 0;
 };
 Percentiles PercentilesOf(std::vector<double> v);
 
@@ -46,6 +46,10 @@ struct Summary {
   double utilization_useful = 0;    // useful / total GPU time
   double goodput = 0;               // useful / available (up) GPU time
   double ettr = 0;
+  Percentiles jct, wait;  // of every job (done ones for jct, started ones for wait)
+  // From the first submission to the last completion, when every feasible
+  // job completed; -1 otherwise.
+  double makespan_seconds = -1;
   std::vector<GroupRow> by_size;
   std::vector<GroupRow> by_queue;
   std::vector<CauseRow> causes;
