@@ -43,7 +43,8 @@ struct GetFlags {
 // once so that a pipe sees each line as it comes.
 class WatchPrinter {
  public:
-  WatchPrinter(const Kind& kind, const std::string& output) : kind_(kind), output_(output) {
+  WatchPrinter(const Kind& kind, const std::string& output, bool watch)
+      : kind_(kind), output_(output), watch_(watch) {
     header_ = kind.header(output == "wide");
   }
   void List(const std::vector<Json>& items) {
@@ -58,10 +59,10 @@ class WatchPrinter {
       t.Add(rows.back());
       Seen(o);
     }
-    // Room for any state from the start (Preempting, Succeeded), so the
-    // rows a change prints later line up with these.
+    // Watching: room for any state from the start (Preempting, Succeeded),
+    // so the rows a change prints later line up with these.
     widths_ = t.Widths();
-    for (size_t c = 0; c < header_.size(); ++c) {
+    for (size_t c = 0; c < header_.size() && watch_; ++c) {
       if (header_[c] == "STATE") widths_[c] = std::max<size_t>(widths_[c], 10);
     }
     std::string out = io::Table::Row(header_, widths_);
@@ -103,6 +104,7 @@ class WatchPrinter {
 
   Kind kind_;
   std::string output_;
+  bool watch_;
   std::vector<std::string> header_;
   std::vector<size_t> widths_;
   std::map<std::string, std::vector<std::string>> shown_;
@@ -167,7 +169,7 @@ int RunGet(GetFlags& f) {
     } else if (f.c.output == "name") {
       for (const Json& o : items) std::cout << ObjectName(*kind, o) << "\n";
     }
-    WatchPrinter printer(*kind, f.c.output);
+    WatchPrinter printer(*kind, f.c.output, f.watch);
     printer.List(items);  // (prints the table; the other forms are out already)
     std::cout << std::flush;
     if (!f.watch) return kExitOk;
