@@ -151,8 +151,11 @@ std::string Tick(double v) {
   return F(v, 2);
 }
 
+// `seconds_x`: the x axis is a time in seconds, its ticks in human units
+// ("35 s", "12.5 min", "7.5 d").
 std::string LineChart(const std::string& title, const std::string& xlabel, const std::string& ylabel,
-                      const std::vector<Line>& lines, bool log_x = false, double ymax_fixed = 0) {
+                      const std::vector<Line>& lines, bool log_x = false, double ymax_fixed = 0,
+                      bool seconds_x = false) {
   const double w = 460, h = 260, l = 60, r = 12, t = 28, b = 42;
   double xmin = 1e300, xmax = -1e300, ymax = 0;
   for (const Line& line : lines) {
@@ -182,8 +185,9 @@ std::string LineChart(const std::string& title, const std::string& xlabel, const
   for (int i = 0; i <= 4; ++i) {
     const double xv = xmin + (xmax - xmin) * i / 4;
     const double px = l + (w - l - r) * i / 4;
+    const double x = log_x ? std::pow(10, xv) : xv;
     s << "<text x='" << px << "' y='" << h - b + 14 << "' text-anchor='middle'>"
-      << Tick(log_x ? std::pow(10, xv) : xv) << "</text>";
+      << (seconds_x ? Dur(x) : Tick(x)) << "</text>";
   }
   s << "<text x='" << (l + w - r) / 2 << "' y='" << h - 8 << "' text-anchor='middle'>" << HtmlEscape(xlabel)
     << "</text><text x='12' y='" << (t + h - b) / 2 << "' transform='rotate(-90 12," << (t + h - b) / 2
@@ -370,21 +374,24 @@ std::string SimHtml(const SimHeader& h, const std::vector<SimRun>& runs) {
   std::vector<Line> util, queue, failures, lost;
   for (const SimRun& r : runs) {
     Line u{r.summary.policy, {}}, q{r.summary.policy, {}}, f{r.summary.policy, {}}, l{r.summary.policy, {}};
+    Line down{r.summary.policy + ": down", {}, true};  // failed or drained
     const double gpus = static_cast<double>(std::max<int64_t>(1, r.output->cluster_gpus));
     for (const sim::Sample& s : r.output->series) {
       const double d = ToSeconds(s.t) / 86400;
       u.points.emplace_back(d, 100.0 * s.allocated_gpus / gpus);
+      down.points.emplace_back(d, 100.0 * s.down_gpus / gpus);
       q.points.emplace_back(d, static_cast<double>(s.pending_jobs));
       f.points.emplace_back(d, static_cast<double>(s.failures));
       l.points.emplace_back(d, s.lost_gpu_seconds / 3600.0);
     }
     util.push_back(u);
+    util.push_back(down);
     queue.push_back(q);
     failures.push_back(f);
     lost.push_back(l);
   }
   out << "<h2>Over time</h2><div class='charts'>"
-      << LineChart("GPU utilization (allocated)", "day", "% of GPUs", util, false, 100)
+      << LineChart("GPUs allocated, and down (dashed)", "day", "% of GPUs", util, false, 100)
       << LineChart("Queue length", "day", "pending jobs", queue)
       << LineChart("Failures (cumulative)", "day", "failures", failures)
       << LineChart("Work lost to failures and preemption", "day", "GPU-hours", lost) << "</div>";
@@ -405,8 +412,10 @@ std::string SimHtml(const SimHeader& h, const std::vector<SimRun>& runs) {
       jct.push_back(Line{g.name + " GPUs", Cdf(by[g.name].first)});
       wait.push_back(Line{g.name + " GPUs", Cdf(by[g.name].second)});
     }
-    out << LineChart("JCT CDF [" + r.summary.policy + "]", "seconds (log)", "share of jobs", jct, true, 1)
-        << LineChart("Wait CDF [" + r.summary.policy + "]", "seconds + 1 (log)", "share of jobs", wait, true, 1);
+    out << LineChart("JCT CDF [" + r.summary.policy + "]", "job completion time (log)",
+                     "share of jobs", jct, true, 1, true)
+        << LineChart("Wait CDF [" + r.summary.policy + "]", "queue wait + 1 s (log)",
+                     "share of jobs", wait, true, 1, true);
   }
   out << "</div>";
 
