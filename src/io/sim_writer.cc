@@ -187,7 +187,10 @@ std::string LineChart(const std::string& title, const std::string& xlabel, const
     const double px = l + (w - l - r) * i / 4;
     const double x = log_x ? std::pow(10, xv) : xv;
     s << "<text x='" << px << "' y='" << h - b + 14 << "' text-anchor='middle'>"
-      << (seconds_x ? Dur(x) : Tick(x)) << "</text>";
+      << (seconds_x          ? Dur(x)
+          : xlabel == "day" ? F(x, x == std::floor(x) ? 0 : 1) + " d"
+                            : Tick(x))
+      << "</text>";
   }
   s << "<text x='" << (l + w - r) / 2 << "' y='" << h - 8 << "' text-anchor='middle'>" << HtmlEscape(xlabel)
     << "</text><text x='12' y='" << (t + h - b) / 2 << "' transform='rotate(-90 12," << (t + h - b) / 2
