@@ -59,6 +59,10 @@ std::vector<std::pair<std::string, std::vector<std::string>>> Comparison(const s
   add("utilization (useful)", [](const S& s) { return Pct(s.utilization_useful); });
   add("goodput (useful / up GPU-h)", [](const S& s) { return Pct(s.goodput); });
   add("ETTR (GPU-time weighted)", [](const S& s) { return F(s.ettr, 3); });
+  add("checkpoint interval p50", [](const S& s) {
+    return s.checkpoint_interval.count == 0 ? std::string("- (none)")
+                                            : Dur(s.checkpoint_interval.p50);
+  });
   add("JCT mean / p50 / p99", [](const S& s) {
     return s.jct.count == 0 ? std::string("- (none done)")
                             : Dur(s.jct.mean) + " / " + Dur(s.jct.p50) + " / " + Dur(s.jct.p99);
@@ -317,6 +321,7 @@ std::string SimJson(const SimHeader& h, const std::vector<SimRun>& runs) {
     p["ettr"] = s.ettr;
     p["jctSeconds"] = PercentilesJson(s.jct);
     p["waitSeconds"] = PercentilesJson(s.wait);
+    p["checkpointIntervalSeconds"] = PercentilesJson(s.checkpoint_interval);
     p["makespanSeconds"] = s.makespan_seconds < 0 ? nlohmann::ordered_json()
                                                   : nlohmann::ordered_json(s.makespan_seconds);
     p["bySize"] = GroupsJson(s.by_size);

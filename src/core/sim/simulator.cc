@@ -271,6 +271,7 @@ struct Simulator::Impl {
     s.alloc = alloc;
     s.rate = static_cast<double>(alloc.value()) / static_cast<double>(j.gpus.value());
     s.interval = Interval(j, alloc);
+    out.jobs[i].checkpoint_interval = s.interval;
     s.run_start = now;
     if (out.jobs[i].first_start.value() < 0) out.jobs[i].first_start = now;
     // Placed on a node that failed but is not detected yet: it never runs.

@@ -44,6 +44,7 @@ struct JobRecord {
   int32_t preemptions = 0;
   int64_t lost_gpu_seconds = 0;
   Duration held;            // wall time holding GPUs
+  Duration checkpoint_interval;  // of its last run (Young-Daly's, a fixed one); 0: none
   bool infeasible = false;
 };
 

@@ -100,6 +100,11 @@ Summary Summarize(const SimOutput& out, const SimConfig& config) {
     queues[j.queue].Add(j, out.end);
     all.Add(j, out.end);
   }
+  std::vector<double> intervals;
+  for (const JobRecord& j : out.jobs) {
+    if (j.checkpoint_interval.value() > 0) intervals.push_back(ToSeconds(j.checkpoint_interval));
+  }
+  s.checkpoint_interval = PercentilesOf(std::move(intervals));
   const GroupRow everyone = all.Finish();
   s.ettr = everyone.ettr;
   s.jct = everyone.jct;

@@ -47,6 +47,7 @@ struct Summary {
   double goodput = 0;               // useful / available (up) GPU time
   double ettr = 0;
   Percentiles jct, wait;  // of every job (done ones for jct, started ones for wait)
+  Percentiles checkpoint_interval;  // seconds, of the jobs that checkpoint
   // From the first submission to the last completion, when every feasible
   // job completed; -1 otherwise.
   double makespan_seconds = -1;
