@@ -20,9 +20,7 @@ static Json JobToJson(const JobRecord& job,
                       const std::map<int64_t, ControlPlane::PendingView>& pending, Time now) {
   Json out = JobToJson(job);
   if (job.state == JobState::kRunning || job.state == JobState::kPreempting) {
-    JobRecord counted = job;
-    AccountRun(counted, now);
-    out["gpuSeconds"] = counted.gpu_seconds;
+    out["gpuSeconds"] = GpuSecondsAt(job, now);
   }
   if (auto it = pending.find(job.id); it != pending.end()) {
     out["reason"] = it->second.reason;

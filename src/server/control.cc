@@ -26,12 +26,18 @@ const char* kStateNames[] = {"Pending",   "Running", "Preempting",
 
 Status NoSuchJob(int64_t id) { return NotFound("job " + std::to_string(id) + " not found"); }
 
-void AccountRun(JobRecord& j, Time now) {
+int64_t GpuSecondsAt(const JobRecord& j, Time now) {
   const Time from = std::max(j.started, j.accounted_to);
-  if (j.tasks.empty() || from.value() <= 0 || now <= from) return;
+  if (j.tasks.empty() || from.value() <= 0 || now <= from) return j.gpu_seconds;
   int64_t gpus = 0;
   for (const TaskView& t : j.tasks) gpus += static_cast<int64_t>(t.gpus.size());
-  j.gpu_seconds += gpus * ((now - from).value() / 1000000000);
+  return j.gpu_seconds + gpus * ((now - from).value() / 1000000000);
+}
+
+void AccountRun(JobRecord& j, Time now) {
+  const int64_t counted = GpuSecondsAt(j, now);
+  if (counted == j.gpu_seconds) return;
+  j.gpu_seconds = counted;
   j.accounted_to = now;
 }
 

@@ -115,8 +115,10 @@ struct JobRecord {
   std::string peer_failure_node;
 };
 
-// Adds to job.gpu_seconds what its current tasks held since it was last
+// job.gpu_seconds plus what its current tasks held since it was last
 // counted (JobRecord::accounted_to), up to `now`.
+int64_t GpuSecondsAt(const JobRecord& job, Time now);
+// Adds that to job.gpu_seconds and counts up to `now`.
 void AccountRun(JobRecord& job, Time now);
 
 // The GPUs of task `t` the job's processes use: all of them, but an
