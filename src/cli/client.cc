@@ -30,6 +30,8 @@ StatusCode CodeOf(int http) {
       return StatusCode::kFailedPrecondition;
     case 429:
       return StatusCode::kResourceExhausted;
+    case 504:
+      return StatusCode::kDeadlineExceeded;
     default:
       return http >= 500 ? StatusCode::kUnavailable : StatusCode::kInternal;
   }

@@ -31,7 +31,8 @@ Status ResolveClientConfig(ClientConfig* c);
 
 // The HTTP status of a failed call travels in the Status code:
 // 400 kInvalidArgument, 401 kUnauthenticated, 403 kPermissionDenied,
-// 404 kNotFound, 409 kFailedPrecondition, 5xx and no connection kUnavailable.
+// 404 kNotFound, 409 kFailedPrecondition, 504 kDeadlineExceeded (the change may
+// still land), other 5xx and no connection kUnavailable.
 class Client {
  public:
   // REQUIRES: ResolveClientConfig(&config) succeeded.

@@ -35,6 +35,8 @@ int HttpCode(StatusCode c) {
       return 429;
     case StatusCode::kUnavailable:
       return 503;
+    case StatusCode::kDeadlineExceeded:
+      return 504;  // the change may still land: the message says how to look
     case StatusCode::kInternal:
       return 500;
   }

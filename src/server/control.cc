@@ -124,7 +124,13 @@ std::vector<NodeRecord> ControlPlane::InitialNodes() const {
   return nodes;
 }
 
-void ControlPlane::RebuildLocked() {
+Status ControlPlane::WritableLocked() {
+  Status st = store_.Writable();
+  if (st.ok() && store_.failures() != rebuilt_failures_) RebuildLocked(/*failed=*/false);
+  return st;
+}
+
+void ControlPlane::RebuildLocked(bool failed) {
   if (store_.failures() == rebuilt_failures_) return;
   rebuilt_failures_ = store_.failures();
   const std::vector<NodeRecord> old = std::move(nodes_);
@@ -155,6 +161,11 @@ void ControlPlane::RebuildLocked() {
   }
   next_id_ = std::max(next_id_, next_id);  // an id once given out is never given again
   dirty_ = true;
+  if (!failed) {
+    log_.Info("control", "the store is writable again: memory rebuilt from what it holds",
+              {{"revision", store_.revision()}, {"jobs", static_cast<int64_t>(jobs_.size())}});
+    return;
+  }
   metrics_.Add("unipool_store_write_failures_total", {});
   log_.Error("control",
              "a store write failed: memory rebuilt from the durable state; read-only "
@@ -498,7 +509,7 @@ void ControlPlane::WriteNode(const NodeRecord& n, Txn& txn) {
 
 Result<int64_t> ControlPlane::ApplyLocked(const Txn& txn) {
   Result<int64_t> rev = store_.Apply(txn);
-  if (!rev.ok() && rev.status().code() == StatusCode::kUnavailable) {
+  if (!rev.ok() && store::IsFailure(rev.status())) {
     log_.Error("store", "write failed: " + rev.status().message());
     // The caller changed memory for a change the store refused: undo it
     // all the one exact way, from the durable state.
@@ -510,7 +521,7 @@ Result<int64_t> ControlPlane::ApplyLocked(const Txn& txn) {
 
 Status ControlPlane::SyncOrRebuild(int64_t revision) {
   Status st = store_.Sync(revision);
-  if (!st.ok() && st.code() == StatusCode::kUnavailable) {
+  if (!st.ok() && store::IsFailure(st)) {
     std::lock_guard lock(mu_);
     RebuildLocked();
   }

@@ -90,7 +90,7 @@ struct JobRecord {
   // that killed it; -1 / 0 when unknown (never ran, cancelled, hung).
   int32_t exit_code = -1;
   int32_t exit_signal = 0;
-  std::vector<TaskView> tasks;          // of the current or last run (kept when it ends, for logs)
+  std::vector<TaskView> tasks;  // of the current or last run (kept when it ends, for logs)
   // The run before the current one, or the last one once its tasks were
   // cleared (requeued, stopped): its generation and tasks, so that its logs
   // can be read (`unipool logs --previous`). 0: none kept.
@@ -382,8 +382,8 @@ class ControlPlane {
   // free and unavailable, and with `job` > 0 those that job holds.
   struct GroupUsage {
     std::string name;
-    int tier = -1;       // -1: a node
-    int32_t index = 0;   // the group's (or node's) index
+    int tier = -1;      // -1: a node
+    int32_t index = 0;  // the group's (or node's) index
     int32_t nodes = 0, nodes_down = 0;
     int64_t gpus = 0, allocated = 0, free = 0, job_gpus = 0;
     std::string state;  // nodes only
@@ -434,9 +434,16 @@ class ControlPlane {
   // store_.Sync, and the same rebuild when the write failed.
   Status SyncOrRebuild(int64_t revision);
   // REQUIRES: mu_. Rebuilds jobs, nodes, queues and the scheduler from the
-  // store after a failed write (once per store failure); node liveness,
-  // which is never stored, is kept.
-  void RebuildLocked();
+  // store after a failed write, or after the store read its backend again
+  // (once per store failure or reset); node liveness, which is never
+  // stored, is kept. `failed`: a write failed (logged and counted as such).
+  void RebuildLocked(bool failed = true);
+  // REQUIRES: mu_. The store's writability; first, when the store is
+  // writable again after reading its backend anew (a lost quorum's
+  // recovery, which brings in any write whose answer was lost and that
+  // landed), memory is rebuilt from it, so no change is built on stale
+  // memory. Every mutation checks this before it changes memory.
+  Status WritableLocked();
   std::vector<NodeRecord> InitialNodes() const;
   // REQUIRES: mu_. Usage of every node, by node index.
   std::vector<NodeUsage> UsageLocked() const;
@@ -525,8 +532,8 @@ class ControlPlane {
   std::unique_ptr<sched::Scheduler> sched_;
   std::map<int64_t, JobRecord> jobs_;
   std::map<int64_t, std::vector<ProgressPoint>> progress_;  // by job (Progress)
-  std::map<std::string, double> usage_;  // decayed GPU-seconds, by queue (ChargeUsage)
-  Time usage_at_;                        // when usage_ was last charged
+  std::map<std::string, double> usage_;          // decayed GPU-seconds, by queue (ChargeUsage)
+  Time usage_at_;                                // when usage_ was last charged
   std::set<int64_t> active_;                     // not terminal
   std::set<std::pair<int64_t, int64_t>> ended_;  // terminal: (finished, id), for the history
   std::map<std::string, int64_t> active_by_queue_;

@@ -59,7 +59,7 @@ void ControlPlane::ArchiveEnded() {
   std::vector<Archived> archived;
   {
     std::lock_guard lock(mu_);
-    if (!store_.Writable().ok()) return;
+    if (!WritableLocked().ok()) return;
     archived = ArchiveBatchLocked(Now(), batch);
   }
   if (archived.empty()) return;

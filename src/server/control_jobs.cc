@@ -103,7 +103,7 @@ Result<JobRecord> ControlPlane::Submit(const io::JobRequest& in, const Submitter
   JobRecord copy;
   {
     std::lock_guard lock(mu_);
-    UNIPOOL_RETURN_IF_ERROR(store_.Writable());  // read-only: change nothing
+    UNIPOOL_RETURN_IF_ERROR(WritableLocked());  // read-only: change nothing
     const int64_t id = next_id_;
     Result<sched::JobSpec> spec = ToSchedSpec(id, request);
     if (!spec.ok()) return spec.status();
@@ -329,7 +329,7 @@ Result<JobRecord> ControlPlane::Cancel(int64_t id, const Scope& scope) {
   JobRecord copy;
   {
     std::lock_guard lock(mu_);
-    UNIPOOL_RETURN_IF_ERROR(store_.Writable());  // read-only: change nothing
+    UNIPOOL_RETURN_IF_ERROR(WritableLocked());  // read-only: change nothing
     auto it = jobs_.find(id);
     if (it == jobs_.end() || !scope.Sees(it->second.request.queue)) return NoSuchJob(id);
     JobRecord& job = it->second;
@@ -549,7 +549,7 @@ Status ControlPlane::Report(int64_t id, int64_t generation, const std::string& k
   Status answer = Status::Ok();  // refused, after what the report released
   {
     std::lock_guard lock(mu_);
-    UNIPOOL_RETURN_IF_ERROR(store_.Writable());  // read-only: change nothing
+    UNIPOOL_RETURN_IF_ERROR(WritableLocked());  // read-only: change nothing
     auto it = jobs_.find(id);
     if (it == jobs_.end()) return NoSuchJob(id);
     JobRecord& job = it->second;

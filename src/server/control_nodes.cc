@@ -49,7 +49,7 @@ Result<NodeRecord> ControlPlane::SetNodeAdmin(const std::string& name, const std
   NodeRecord copy;
   {
     std::lock_guard lock(mu_);
-    UNIPOOL_RETURN_IF_ERROR(store_.Writable());  // read-only: change nothing
+    UNIPOOL_RETURN_IF_ERROR(WritableLocked());  // read-only: change nothing
     auto id = topo_.FindNode(name);
     if (!id) return NotFound("node '" + name + "' not found");
     NodeRecord& n = nodes_[id->value()];
@@ -114,6 +114,7 @@ Status ControlPlane::Heartbeat(const std::string& name, const HeartbeatInfo& inf
   int64_t rev = 0;
   {
     std::lock_guard lock(mu_);
+    (void)WritableLocked();  // catch up first: `n` below must be current
     auto id = topo_.FindNode(name);
     if (!id) return NotFound("node '" + name + "' not found");
     NodeRecord& n = nodes_[id->value()];
@@ -163,7 +164,7 @@ Status ControlPlane::Register(const std::string& name, const std::string& token_
   int64_t rev = 0;
   {
     std::lock_guard lock(mu_);
-    UNIPOOL_RETURN_IF_ERROR(store_.Writable());  // read-only: change nothing
+    UNIPOOL_RETURN_IF_ERROR(WritableLocked());  // read-only: change nothing
     auto id = topo_.FindNode(name);
     if (!id) return NotFound("node '" + name + "' is not in the cluster file");
     NodeRecord& n = nodes_[id->value()];
@@ -348,7 +349,7 @@ Result<QueueRecord> ControlPlane::SetQueue(const sched::QueueSpec& spec,
   QueueRecord copy;
   {
     std::lock_guard lock(mu_);
-    UNIPOOL_RETURN_IF_ERROR(store_.Writable());  // read-only: change nothing
+    UNIPOOL_RETURN_IF_ERROR(WritableLocked());  // read-only: change nothing
     sched::QueueTree& tree = sched_->queues();
     if (spec.name.empty() || spec.name.size() > 63) {
       return InvalidArgument("name: a queue needs a name of 1 to 63 characters");

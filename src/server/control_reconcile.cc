@@ -142,9 +142,7 @@ void ControlPlane::RetryAfterBackoff(Time now, Txn& txn) {
     if (!st.ok()) {
       (void)Finish(job, JobState::kFailed, "Failed", "cannot restart: " + st.message(), txn);
     } else {
-      Write(job, "Requeued",
-            "backoff over; queued to restart from " + ResumePoint(job),
-            txn);
+      Write(job, "Requeued", "backoff over; queued to restart from " + ResumePoint(job), txn);
     }
     it = backoff_.erase(it);
   }
@@ -240,8 +238,7 @@ void ControlPlane::ApplyDecision(const sched::Decision& d, Time now, Txn& txn) {
                                         "agent died, or the network cut it off)"
                               : job.message.empty() ? "stopped"
                                                     : job.message;
-            Write(job, "Requeued",
-                  why + "; resumes from " + ResumePoint(job), txn);
+            Write(job, "Requeued", why + "; resumes from " + ResumePoint(job), txn);
           } else if constexpr (std::is_same_v<T, sched::FailJob>) {
             job.state = JobState::kFailed;
             job.finished = now;
@@ -261,7 +258,7 @@ Status ControlPlane::Reconcile() {
     std::lock_guard lock(mu_);
     // Read-only (a failed write): nothing is decided that could not be
     // kept; agents keep their leases in memory meanwhile.
-    if (!store_.Writable().ok()) return Status::Ok();
+    if (!WritableLocked().ok()) return Status::Ok();
     dirty_ = false;
     const Time now = Now();
     Txn txn;
@@ -276,7 +273,7 @@ Status ControlPlane::Reconcile() {
     for (const sched::Decision& d : out) ApplyDecision(d, now, txn);
     if (!txn.ops.empty()) {
       Result<int64_t> r = ApplyLocked(txn);
-      if (!r.ok()) return r.status().code() == StatusCode::kUnavailable ? Status::Ok() : r.status();
+      if (!r.ok()) return store::IsFailure(r.status()) ? Status::Ok() : r.status();
       rev = *r;
     }
   }
@@ -287,7 +284,7 @@ Status ControlPlane::Reconcile() {
     metrics_.Add("unipool_scheduling_decisions_total", {}, static_cast<double>(decisions));
   }
   if (rev == 0) return Status::Ok();
-  if (Status st = SyncOrRebuild(rev); !st.ok() && st.code() != StatusCode::kUnavailable) return st;
+  if (Status st = SyncOrRebuild(rev); !st.ok() && !store::IsFailure(st)) return st;
   return Status::Ok();  // a failed write made the store read-only: keep serving reads
 }
 
@@ -337,8 +334,8 @@ void ControlPlane::UpdateGauges() {
     gpus[{n.partition, "unavailable"}] += n.gpus - used - free;
     nodes[{n.partition, NodeStateName(n.state)}]++;
     if (!per_node) continue;
-    for (auto [state, v] : {std::pair{"allocated", used}, {"free", free},
-                            {"unavailable", n.gpus - used - free}}) {
+    for (auto [state, v] :
+         {std::pair{"allocated", used}, {"free", free}, {"unavailable", n.gpus - used - free}}) {
       metrics_.Set("unipool_node_gpus", {{"node", n.name}, {"state", state}},
                    static_cast<double>(v));
     }

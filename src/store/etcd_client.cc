@@ -13,7 +13,16 @@ constexpr size_t kIdlePerEndpoint = 16;
 bool Contains(const std::string& s, const char* what) { return s.find(what) != std::string::npos; }
 
 // Errors of an etcd member that another member may not have.
-bool TryAnother(const Status& s) { return s.code() == StatusCode::kUnavailable; }
+bool TryAnother(const Status& s) {
+  return s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kDeadlineExceeded;
+}
+
+// Whether a request that got no answer may have reached etcd: only a
+// connection that was never made says it did not.
+bool MaybeSent(httplib::Error e) {
+  return e != httplib::Error::Connection && e != httplib::Error::ConnectionTimeout &&
+         e != httplib::Error::SSLConnection && e != httplib::Error::BindIPAddress;
+}
 
 // An answer, or why there was none.
 struct Answer {
@@ -186,8 +195,12 @@ Result<EtcdClient::Json> EtcdClient::Decode(int status, const std::string& body,
                        "etcd is compacted, defragmented and the alarm disarmed (etcdctl alarm "
                        "disarm; docs/operations.md, \"etcd\")");
   }
-  if (Contains(msg, "no leader") || Contains(msg, "leader changed") || Contains(msg, "timed out") ||
-      Contains(msg, "not capable") || status == 503) {
+  if (Contains(msg, "leader changed") || Contains(msg, "timed out")) {
+    // Proposed, not yet committed: raft may still commit it.
+    return DeadlineExceeded("etcd at " + at + ": " + msg +
+                            " (no quorum: is a majority of its members up?)");
+  }
+  if (Contains(msg, "no leader") || Contains(msg, "not capable") || status == 503) {
     return Unavailable("etcd at " + at + ": " + msg +
                        " (no quorum: is a majority of its members up?)");
   }
@@ -199,6 +212,7 @@ Result<EtcdClient::Json> EtcdClient::Call(const std::string& method, const Json&
   const size_t first = current_.load();
   Status last = Unavailable("no etcd endpoint");
   std::string tried;
+  bool in_doubt = false;  // an attempt may have reached etcd without an answer
   for (size_t k = 0; k < n; ++k) {
     const size_t e = (first + k) % n;
     std::unique_ptr<httplib::Client> c = Take(e);
@@ -207,19 +221,22 @@ Result<EtcdClient::Json> EtcdClient::Call(const std::string& method, const Json&
     if (!r.ok) {
       last = Unavailable("cannot reach etcd at " + options_.endpoints[e] + " (" +
                          httplib::to_string(r.error) + ")");
+      in_doubt = in_doubt || MaybeSent(r.error);
       continue;
     }
     Result<Json> j = Decode(r.status, r.body, e);
     Give(e, std::move(c));
     if (!j.ok() && TryAnother(j.status())) {
       last = j.status();
+      in_doubt = in_doubt || j.status().code() == StatusCode::kDeadlineExceeded;
       continue;
     }
     current_.store(e);
     return j;
   }
-  if (n == 1) return last;
-  return Status(last.code(), last.message() + " (tried " + tried + ")");
+  const StatusCode code = in_doubt ? StatusCode::kDeadlineExceeded : last.code();
+  if (n == 1) return Status(code, last.message());
+  return Status(code, last.message() + " (tried " + tried + ")");
 }
 
 Result<EtcdClient::Json> EtcdClient::CallAt(size_t endpoint, const std::string& method,
@@ -228,8 +245,9 @@ Result<EtcdClient::Json> EtcdClient::CallAt(size_t endpoint, const std::string& 
   std::unique_ptr<httplib::Client> c = Connect(endpoint, timeout);
   Answer r = Post(*c, "/v3/" + method, body.dump());
   if (!r.ok) {
-    return Unavailable("cannot reach etcd at " + options_.endpoints[endpoint] + " (" +
-                       httplib::to_string(r.error) + ")");
+    return Status(MaybeSent(r.error) ? StatusCode::kDeadlineExceeded : StatusCode::kUnavailable,
+                  "cannot reach etcd at " + options_.endpoints[endpoint] + " (" +
+                      httplib::to_string(r.error) + ")");
   }
   return Decode(r.status, r.body, endpoint);
 }

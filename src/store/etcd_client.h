@@ -47,7 +47,9 @@ class EtcdClient {
 
   // POST /v3/<method> with `body`. Errors: kUnavailable when no endpoint
   // answers, or etcd has no quorum, or it is out of space (the messages say
-  // which and what to do); kFailedPrecondition when etcd refuses the
+  // which and what to do); kDeadlineExceeded instead when the request may
+  // have reached etcd (sent without an answer, or proposed and not yet
+  // committed): a write may still land; kFailedPrecondition when etcd refuses the
   // request (its message, e.g. a compacted revision), kInternal for an
   // answer that is not JSON.
   Result<Json> Call(const std::string& method, const Json& body) const;

@@ -247,7 +247,10 @@ class EtcdStore final : public CachedStore {
   // transaction that fills its quota and answers NOSPACE, and an answer
   // lost on the way back says nothing. #meta tells: ours at `rev`, the
   // flush landed and counts as written (the next one meets the trouble
-  // itself); otherwise `why`, and the writes are undone.
+  // itself); otherwise `why`, and the writes are undone in memory. When
+  // etcd could not be read either and the request may have reached it,
+  // the outcome is unknown (kDeadlineExceeded): raft may still commit it,
+  // and the prefix read once etcd answers again brings it in if it did.
   Status LandedAnyway(int64_t rev, const Status& why) {
     const Json req{{"key", EtcdClient::Base64(EtcdKey(kEtcdMetaKey))}};
     Result<Json> r = client_.Call("kv/range", req);
@@ -261,7 +264,12 @@ class EtcdStore final : public CachedStore {
         }
       }
     }
-    return Status(StatusCode::kUnavailable, why.message());
+    if (why.code() == StatusCode::kDeadlineExceeded) {
+      return DeadlineExceeded(why.message() +
+                              "; the change may still land once etcd has a quorum again: look "
+                              "(unipool get) before doing it again");
+    }
+    return Unavailable(why.message());
   }
 
   // Whether the failure branch of a flush found the guard at our term.

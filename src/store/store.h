@@ -75,6 +75,12 @@ struct Event {
   KeyValue kv;  // for kDelete: key and mod_revision (the deletion's) only
 };
 
+// Whether `s`, from Apply or Sync, is the store failing (the write did not
+// happen, or may not have) rather than the transaction being refused.
+inline bool IsFailure(const Status& s) {
+  return s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kDeadlineExceeded;
+}
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -85,15 +91,19 @@ class Store {
   // empty transaction, kUnavailable when the store has failed.
   virtual Result<int64_t> Apply(const Txn& txn) = 0;
   // Returns when every revision <= `revision` is durable. Errors:
-  // kUnavailable when the disk write failed. Then every revision that was
-  // not durable is undone (reads show the durable state again, as after a
-  // restart), failures() grows, and the store is read-only until it can
-  // write again (it probes by itself: a full disk that gets space back
-  // resumes without a restart).
+  // kUnavailable when the disk write failed; kDeadlineExceeded when the
+  // write's outcome is unknown (etcd got it and did not answer: it may
+  // still commit). Then every revision that was not durable is undone
+  // (reads show the durable state again, as after a restart), failures()
+  // grows, and the store is read-only until it can write again (it probes
+  // by itself: a full disk that gets space back, or etcd that regains its
+  // quorum, resumes without a restart). A backend that reads its state
+  // anew on resuming (etcd: an in-doubt write that landed is then there)
+  // grows failures() again: what memory was built from has changed.
   virtual Status Sync(int64_t revision) = 0;
   // OK, or why writes are refused now (read-only after a failed write).
   virtual Status Writable() const = 0;
-  // How many times writes failed and were undone.
+  // How many times writes failed and were undone, or the state was read anew.
   virtual int64_t failures() const = 0;
   // Apply then Sync.
   Result<int64_t> Commit(const Txn& txn);
@@ -164,7 +174,6 @@ struct EtcdOptions {
 // (etcd_mirror.h); when it holds exactly the state etcd has now, the store
 // starts from it instead of reading the prefix (the mirror is used up).
 Result<std::unique_ptr<Store>> OpenEtcdStore(const EtcdOptions& options, bool create,
-                                             size_t history = 100000,
-                                             EtcdMirror* warm = nullptr);
+                                             size_t history = 100000, EtcdMirror* warm = nullptr);
 
 }  // namespace unipool::store

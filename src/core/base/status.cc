@@ -14,6 +14,7 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kUnauthenticated: return "UNAUTHENTICATED";
     case StatusCode::kPermissionDenied: return "PERMISSION_DENIED";
     case StatusCode::kUnavailable: return "UNAVAILABLE";
+    case StatusCode::kDeadlineExceeded: return "DEADLINE_EXCEEDED";
     case StatusCode::kInternal: return "INTERNAL";
   }
   return "UNKNOWN";

@@ -26,6 +26,7 @@ enum class StatusCode {
   kUnauthenticated,     // no or unknown credentials
   kPermissionDenied,    // known caller, not allowed to do this
   kUnavailable,         // transient; retry later
+  kDeadlineExceeded,    // no answer in time: it may have happened; look before retrying
   kInternal,            // a bug: an invariant broke
 };
 
@@ -63,18 +64,14 @@ class [[nodiscard]] Status {
 inline Status InvalidArgument(std::string msg, SourceLoc loc = {}) {
   return Status(StatusCode::kInvalidArgument, std::move(msg), loc);
 }
-inline Status NotFound(std::string msg) {
-  return Status(StatusCode::kNotFound, std::move(msg));
-}
+inline Status NotFound(std::string msg) { return Status(StatusCode::kNotFound, std::move(msg)); }
 inline Status FailedPrecondition(std::string msg) {
   return Status(StatusCode::kFailedPrecondition, std::move(msg));
 }
 inline Status ResourceExhausted(std::string msg) {
   return Status(StatusCode::kResourceExhausted, std::move(msg));
 }
-inline Status Aborted(std::string msg) {
-  return Status(StatusCode::kAborted, std::move(msg));
-}
+inline Status Aborted(std::string msg) { return Status(StatusCode::kAborted, std::move(msg)); }
 inline Status Unauthenticated(std::string msg) {
   return Status(StatusCode::kUnauthenticated, std::move(msg));
 }
@@ -84,9 +81,10 @@ inline Status PermissionDenied(std::string msg) {
 inline Status Unavailable(std::string msg) {
   return Status(StatusCode::kUnavailable, std::move(msg));
 }
-inline Status Internal(std::string msg) {
-  return Status(StatusCode::kInternal, std::move(msg));
+inline Status DeadlineExceeded(std::string msg) {
+  return Status(StatusCode::kDeadlineExceeded, std::move(msg));
 }
+inline Status Internal(std::string msg) { return Status(StatusCode::kInternal, std::move(msg)); }
 inline Status AlreadyExists(std::string msg) {
   return Status(StatusCode::kAlreadyExists, std::move(msg));
 }
@@ -95,7 +93,7 @@ inline Status AlreadyExists(std::string msg) {
 template <class T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {  // NOLINT
     assert(!std::get<Status>(v_).ok());
   }
@@ -121,8 +119,8 @@ class [[nodiscard]] Result {
 }  // namespace unipool
 
 // Returns from the enclosing function if `expr` is not OK.
-#define UNIPOOL_RETURN_IF_ERROR(expr)        \
-  do {                                       \
-    ::unipool::Status _st = (expr);          \
-    if (!_st.ok()) return _st;               \
+#define UNIPOOL_RETURN_IF_ERROR(expr) \
+  do {                                \
+    ::unipool::Status _st = (expr);   \
+    if (!_st.ok()) return _st;        \
   } while (0)
