@@ -205,9 +205,20 @@ def main():
         browser.shot("queues")
         browser.no_errors("queues")
 
+        # Colour by power: GPUs that report none (these are virtual) read grey.
+        browser.go(url, "#/?color=power", "#topology .cell")
+        if "no readings" not in browser.text_of("#topology"):
+            fail("overview by power: no 'no readings' cell: " + browser.text_of("#topology"))
+        browser.no_errors("overview by power")
+
         browser.go(url, "#/nodes", "#nodes tr td")
-        if "dev-0" not in browser.text_of("#nodes"):
+        nodes_text = browser.text_of("#nodes")
+        if "dev-0" not in nodes_text:
             fail("nodes: dev-0 missing")
+        job_cells = browser.driver.execute_script(
+            "return [...document.querySelectorAll('#nodes td.jobs')].map((e) => e.textContent)")
+        if "Jobs" not in nodes_text or not any(str(mine) in c.split(", ") for c in job_cells):
+            fail(f"nodes: no jobs column with job {mine}: " + nodes_text)
         browser.shot("nodes")
         browser.no_errors("nodes")
 

@@ -23,7 +23,8 @@ using Json = nlohmann::json;
 std::string JobYaml(const std::string& name, int gpus, const std::string& extra = "",
                     const std::string& labels = "") {
   return "apiVersion: unipool/v1\nkind: Job\nmetadata:\n  name: " + name +
-         (labels.empty() ? "" : "\n  labels: " + labels) + "\nspec:\n  command: [python3, train.py]\n  gpus: " + std::to_string(gpus) +
+         (labels.empty() ? "" : "\n  labels: " + labels) +
+         "\nspec:\n  command: [python3, train.py]\n  gpus: " + std::to_string(gpus) +
          "\n  queue: team-a\n" + extra;
 }
 
@@ -402,6 +403,14 @@ TEST(CliHabitsTest, AcctCountsGpuHoursAndQueuesShowTheirFairShare) {
   EXPECT_NE(wide.out.find("FAIRSHARE"), std::string::npos) << wide.out;
   RunResult d = RunUnipool({"describe", "queue", "team-a"});
   EXPECT_NE(d.out.find("Fair share:"), std::string::npos) << d.out;
+
+  // The usage is kept in the store: a restart starts from it, decayed.
+  const double before = qa["usageGpuHours"].get<double>();
+  s.Stop();
+  s.Start();
+  const Json again = s.Call("GET", "/v1/queues/team-a", "admin").json();
+  EXPECT_GE(again["usageGpuHours"].get<double>(), 0.99 * before)
+      << again.dump();  // 7-day half-life
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <set>
 #include <thread>
 
 #include "cli/server_test_util.h"
@@ -41,15 +42,17 @@ TEST(DashboardApiTest, ServesItsFilesWithoutATokenAndWithSecurityHeaders) {
   EXPECT_NE(page.head.find("Content-Security-Policy: default-src 'self'"), std::string::npos);
   EXPECT_NE(page.head.find("X-Content-Type-Options: nosniff"), std::string::npos);
   EXPECT_NE(page.body.find("/ui/app.js"), std::string::npos);
-  RawReply js = RawHttp(s.port(), "GET /ui/app.js HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  RawReply js =
+      RawHttp(s.port(), "GET /ui/app.js HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
   EXPECT_EQ(js.status, 200);
   EXPECT_NE(js.head.find("text/javascript"), std::string::npos);
-  RawReply none = RawHttp(s.port(), "GET /ui/nope.js HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  RawReply none =
+      RawHttp(s.port(), "GET /ui/nope.js HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
   EXPECT_EQ(none.status, 404);
   // The data still needs a token.
-  EXPECT_EQ(RawHttp(s.port(), "GET /v1/topology HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-                .status,
-            401);
+  EXPECT_EQ(
+      RawHttp(s.port(), "GET /v1/topology HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").status,
+      401);
 }
 
 TEST(DashboardApiTest, TopologyGroupsAddUpAndAJobIsFoundInThem) {
@@ -85,6 +88,39 @@ TEST(DashboardApiTest, TopologyGroupsAddUpAndAJobIsFoundInThem) {
   EXPECT_EQ(missing.status, 404);
   EXPECT_NE(missing.body.find("it has 4 groups"), std::string::npos) << missing.body;
   EXPECT_EQ(s.Call("GET", "/v1/topology?job=" + std::to_string(b), "tenant-a").status, 404);
+}
+
+// The nodes page's jobs column and the overview's power colouring: each
+// node lists the jobs running there (those the caller may see), and a
+// group sums the power its GPUs last reported (none: no field).
+TEST(DashboardApiTest, NodesListTheirJobsAndGroupsTheirPower) {
+  TestServer s;
+  s.Start();
+  const int64_t a = RunningJob(s, "tenant-a", "team-a", 16);
+  const int64_t b = RunningJob(s, "tenant-b", "team-b", 8);
+  const auto jobs_seen = [&](const std::string& token) {
+    std::set<int64_t> ids;
+    const Json nodes = s.Call("GET", "/v1/nodes", token).json();
+    for (const Json& n : nodes["items"]) {
+      for (const Json& id : n["jobs"]) ids.insert(id.get<int64_t>());
+    }
+    return ids;
+  };
+  EXPECT_EQ(jobs_seen("admin"), (std::set<int64_t>{a, b}));
+  EXPECT_EQ(jobs_seen("tenant-a"), (std::set<int64_t>{a}));
+  EXPECT_FALSE(s.Call("GET", "/v1/topology", "admin").json().contains("powerWatts"));
+  // Readings [index, util, memUsed, memTotal, temperature, power, ecc]; GPU 1 gives no power.
+  HttpReply beat = s.Call("POST", "/v1/nodes/dev-0/heartbeat", "admin",
+                          R"({"health": "ok", "gpus": [[0, 90, 1000, 81920, 60, 455.5, 0],
+                                                        [1, 80, 1000, 81920, 58, -1, 0],
+                                                        [2, 70, 1000, 81920, 57, 300, 0]]})");
+  ASSERT_EQ(beat.status, 200) << beat.body;
+  const Json top = s.Call("GET", "/v1/topology", "admin").json();
+  EXPECT_DOUBLE_EQ(top["powerWatts"].get<double>(), 755.5) << top.dump();
+  EXPECT_EQ(top["powerGpus"], 2);
+  double children = 0;
+  for (const Json& c : top["children"]) children += c.value("powerWatts", 0.0);
+  EXPECT_DOUBLE_EQ(children, 755.5);
 }
 
 TEST(DashboardApiTest, ProgressIsKeptOverTimeAndThinnedPastItsBound) {

@@ -222,7 +222,7 @@ int ServeControlPlane(ServerFlags& f, server::Logger& log, Stopper& stopper,
   Result<std::unique_ptr<server::Server>> s = server::Server::Open(f.opt, log);
   if (!s.ok()) {
     std::cerr << "error: " << s.status().ToString() << "\n";
-    return s.status().code() == StatusCode::kUnavailable ? kExitFailed : kExitBadInput;
+    return store::IsFailure(s.status()) ? kExitFailed : kExitBadInput;
   }
   Result<int> port = (*s)->Bind();
   if (!port.ok()) {

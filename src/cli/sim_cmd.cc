@@ -17,6 +17,7 @@
 #include "core/sim/workload.h"
 #include "io/cluster_reader.h"
 #include "io/sim_reader.h"
+#include "io/sim_report.h"
 #include "io/sim_writer.h"
 #include "io/summary_writer.h"
 #include "io/yaml_fields.h"
@@ -154,6 +155,7 @@ int RunSim(const SimOptions& opt) {
   // The workload, the same for every policy.
   std::vector<sim::SimJob> jobs;
   io::SimHeader header{file.name, file.topology->name(), "", file.seed};
+  header.config = &file.config;
   if (!file.trace_path.empty()) {
     Result<io::Trace> trace = io::ReadTrace(file.trace_path, file.trace);
     if (!trace.ok()) return Fail(trace.status().message());

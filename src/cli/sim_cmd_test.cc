@@ -1,6 +1,7 @@
 // End-to-end tests of `unipool sim`.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -64,6 +65,55 @@ TEST(SimCommandTest, WritesReportAndTimeSeries) {
   EXPECT_NE(hs.str().find("<svg"), std::string::npos);
   EXPECT_EQ(hs.str().find("<script"), std::string::npos);  // self-contained, static
   EXPECT_EQ(cs.str().rfind("policy,time_hours,allocated_gpus", 0), 0u);
+}
+
+// What a capacity planner reads in the report of a shared cluster with
+// failures and a rolling maintenance (examples/sims/a100-week.yaml).
+TEST(SimCommandTest, TheReportShowsGoodputMaintenanceQueuesAndFailureCauses) {
+  const std::string dir = ::testing::TempDir();
+  const std::string html = dir + "/week.html", csv = dir + "/week.csv";
+  testing::RunResult r = RunUnipool({"sim", "examples/sims/a100-week.yaml", "--report", html,
+                                     "--timeseries", csv, "--no-progress"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream h(html), c(csv);
+  std::stringstream hs, cs;
+  hs << h.rdbuf();
+  cs << c.rdbuf();
+  const std::string report = hs.str();
+  for (const char* part :
+       {"GPUs allocated, and doing useful work (dashed)", "default: useful work",
+        "GPUs failed, and drained for maintenance (dashed)", "maintenance (shaded)",
+        "fill='#e8e8e8'", "Failures per day by cause", "host and software",
+        "GPUs in use by queue [default]", "pretrain guarantee", "research guarantee",
+        "queue wait (log; under 1 s at 1 s)", "hours (log)", ">7 d<"}) {
+    EXPECT_NE(report.find(part), std::string::npos) << part;
+  }
+  EXPECT_EQ(report.find("dev guarantee"), std::string::npos) << "dev has no guarantee";
+  EXPECT_EQ(report.find("<script"), std::string::npos);
+  // The series: drained GPUs during the maintenance (a leaf group: 128
+  // GPUs), and useful work that only grows.
+  std::string line;
+  std::getline(cs, line);
+  EXPECT_EQ(line,
+            "policy,time_hours,allocated_gpus,down_gpus,running_jobs,pending_jobs,failures,"
+            "lost_gpu_hours,drained_gpus,useful_gpu_hours");
+  int64_t drained_max = 0;
+  double useful = 0;
+  while (std::getline(cs, line)) {
+    std::vector<std::string> f;
+    std::stringstream ls(line);
+    for (std::string cell; std::getline(ls, cell, ',');) f.push_back(cell);
+    ASSERT_EQ(f.size(), 10u) << line;
+    if (f[0] != "default") continue;
+    drained_max = std::max<int64_t>(drained_max, std::stoll(f[8]));
+    EXPECT_GE(std::stod(f[9]), useful) << line;
+    useful = std::stod(f[9]);
+    if (std::stod(f[1]) < 48) {
+      EXPECT_EQ(f[8], "0") << "maintenance starts on day 2: " << line;
+    }
+  }
+  EXPECT_EQ(drained_max, 128);
+  EXPECT_GT(useful, 0);
 }
 
 TEST(SimCommandTest, BadInputExitsTwo) {

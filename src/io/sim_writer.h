@@ -1,6 +1,5 @@
-// Writers for simulation results: a side-by-side text summary, JSON, a time
-// series CSV, and a self-contained HTML report (inline SVG charts, no
-// scripts or network) that opens offline in a browser.
+// Writers for simulation results: a side-by-side text summary, JSON and a
+// time series CSV (the HTML report: io/sim_report.h).
 #pragma once
 
 #include <string>
@@ -22,11 +21,20 @@ struct SimHeader {
   std::string cluster;   // cluster name
   std::string workload;  // "trace philly.csv (82,247 jobs)" or "synthetic"
   uint64_t seed = 0;
+  // The simulation's queues, failure processes and maintenance (the same
+  // for every policy); optional, not owned: the report's queue charts
+  // need the guarantees.
+  const sim::SimConfig* config = nullptr;
 };
 
 std::string SimText(const SimHeader& h, const std::vector<SimRun>& runs);
 std::string SimJson(const SimHeader& h, const std::vector<SimRun>& runs);
+// One row per sample and policy: time, GPUs allocated, failed, drained,
+// jobs, failures and work lost and kept so far.
 std::string SimSeriesCsv(const std::vector<SimRun>& runs);
-std::string SimHtml(const SimHeader& h, const std::vector<SimRun>& runs);
+// The side-by-side summary's rows: a label, then one cell per run.
+std::vector<std::pair<std::string, std::vector<std::string>>> ComparisonRows(
+    const std::vector<SimRun>& runs);
+// The HTML report: io/sim_report.h.
 
 }  // namespace unipool::io

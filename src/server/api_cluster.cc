@@ -1,4 +1,6 @@
 // Cluster-wide handlers: /metrics, /v1/summary, /v1/queues and /v1/watch.
+#include <cmath>
+
 #include "io/quote.h"
 #include "io/text.h"
 #include "server/api_call.h"
@@ -82,12 +84,17 @@ void ApiServer::TopologyView(Call& c) {
       control_.GroupView(static_cast<int>(tier), static_cast<int32_t>(group), job);
   if (!view.ok()) return c.Fail(view.status());
   auto to_json = [&](const ControlPlane::GroupUsage& g) {
-    Json j{{"name", g.name},         {"index", g.index},         {"nodes", g.nodes},
-           {"nodesDown", g.nodes_down}, {"gpus", g.gpus},         {"allocated", g.allocated},
-           {"free", g.free},         {"unavailable", g.gpus - g.allocated - g.free}};
+    Json j{{"name", g.name},   {"index", g.index},
+           {"nodes", g.nodes}, {"nodesDown", g.nodes_down},
+           {"gpus", g.gpus},   {"allocated", g.allocated},
+           {"free", g.free},   {"unavailable", g.gpus - g.allocated - g.free}};
     if (g.tier >= 0) j["tier"] = topo.tier(g.tier).name;
     if (g.tier < 0) j["state"] = g.state;
     if (job > 0) j["jobGpus"] = g.job_gpus;
+    if (g.power_gpus > 0) {
+      j["powerWatts"] = std::round(g.power_w * 10) / 10;
+      j["powerGpus"] = g.power_gpus;
+    }
     return j;
   };
   Json children = Json::array();
@@ -96,8 +103,10 @@ void ApiServer::TopologyView(Call& c) {
   Json path = Json::array();
   GroupId g(static_cast<int32_t>(group));
   for (int t = static_cast<int>(tier); t <= topo.top_tier(); ++t) {
-    path.insert(path.begin(), Json{{"tier", t}, {"tierName", topo.tier(t).name},
-                                   {"group", g.value()}, {"name", topo.group_name(t, g)}});
+    path.insert(path.begin(), Json{{"tier", t},
+                                   {"tierName", topo.tier(t).name},
+                                   {"group", g.value()},
+                                   {"name", topo.group_name(t, g)}});
     if (t < topo.top_tier()) g = topo.parent(t, g);
   }
   Json tiers = Json::array();

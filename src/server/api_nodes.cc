@@ -10,15 +10,21 @@ namespace unipool::server {
 
 // ---- Nodes -----------------------------------------------------------------
 
-// A node as the API shows it: its record and its GPUs held by jobs and free
-// (ControlPlane::NodeUsage).
+// A node as the API shows it: its record, its GPUs held by jobs and free
+// (ControlPlane::NodeUsage), and the jobs running there that `scope` sees.
 static Json NodeToJson(const NodeRecord& n,
-                       const std::map<std::string, ControlPlane::NodeUsage>& usage) {
+                       const std::map<std::string, ControlPlane::NodeUsage>& usage,
+                       const Scope& scope) {
   Json out = NodeToJson(n);
   auto it = usage.find(n.name);
   const ControlPlane::NodeUsage u = it == usage.end() ? ControlPlane::NodeUsage{} : it->second;
   out["gpusAllocated"] = u.allocated;
   out["gpusFree"] = u.free;
+  Json jobs = Json::array();
+  for (const auto& [id, queue] : u.jobs) {
+    if (scope.Sees(queue)) jobs.push_back(id);
+  }
+  out["jobs"] = jobs;
   return out;
 }
 
@@ -39,7 +45,7 @@ void ApiServer::ListNodes(Call& c) {
   for (const NodeRecord& n : control_.Nodes()) {
     if (!state.empty() && NodeStateName(n.state) != state) continue;
     if (!partition.empty() && n.partition != partition) continue;
-    items.push_back(NodeToJson(n, usage));
+    items.push_back(NodeToJson(n, usage, c.scope));
   }
   c.Reply(200, Json{{"items", items}, {"revision", control_.store().revision()}});
 }
@@ -51,8 +57,8 @@ void ApiServer::GetNode(Call& c) {
   }
   Result<NodeRecord> n = control_.Node(c.Path(1));
   if (!n.ok()) return c.Fail(n.status());
-  Json out = NodeToJson(*n, control_.Usage());
-  out["jobs"] = control_.JobsOn(n->name, c.scope);
+  Json out = NodeToJson(*n, control_.Usage(), c.scope);
+  out["jobs"] = control_.JobsOn(n->name, c.scope);  // those still clearing from it, too
   c.Reply(200, out);
 }
 
@@ -113,8 +119,9 @@ bool ApiServer::ReadHeartbeat(Call& c, ControlPlane::HeartbeatInfo* info) {
   if (body.contains("gpus")) {
     const Json& g = body["gpus"];
     if (!g.is_array() || g.size() > 64) {
-      return c.Bad("body.gpus: expected at most 64 readings [index, utilization, memUsedMiB, "
-                   "memTotalMiB, temperatureC, powerW, eccUncorrected]");
+      return c.Bad(
+          "body.gpus: expected at most 64 readings [index, utilization, memUsedMiB, "
+          "memTotalMiB, temperatureC, powerW, eccUncorrected]");
     }
     for (const Json& r : g) {
       if (!r.is_array() || r.size() != 7 ||

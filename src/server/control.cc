@@ -290,6 +290,7 @@ Status ControlPlane::Recover() {
     n.last_heartbeat = now;
     SetSchedNodeState(n, now);
   }
+  RecoverUsage();
   // Jobs restored on nodes that are down now are requeued: the first
   // Reconcile records those decisions.
   log_.Info("control", "recovered",

@@ -364,6 +364,7 @@ class ControlPlane {
   // scheduler to place on (0 on a node it may not use).
   struct NodeUsage {
     int32_t allocated = 0, free = 0;
+    std::vector<std::pair<int64_t, std::string>> jobs;  // running there: id, queue
   };
   // By node name.
   std::map<std::string, NodeUsage> Usage() const;
@@ -386,6 +387,10 @@ class ControlPlane {
     int32_t index = 0;  // the group's (or node's) index
     int32_t nodes = 0, nodes_down = 0;
     int64_t gpus = 0, allocated = 0, free = 0, job_gpus = 0;
+    // The GPUs' power draw from the agents' last readings (nvidia-smi):
+    // the sum, over power_gpus GPUs that gave one (0: none, virtual GPUs).
+    double power_w = 0;
+    int64_t power_gpus = 0;
     std::string state;  // nodes only
   };
   // [0] is the group itself. Errors: kNotFound for no such tier or group.
@@ -394,6 +399,9 @@ class ControlPlane {
   // ---- Cluster ------------------------------------------------------------
   // Job counts only of the queues `scope` sees.
   Summary GetSummary(const Scope& scope = {}) const;
+  // Writes the queues' fair-share usage now (at a clean stop). Errors: the
+  // store's (read-only, deposed): the usage of the last minute is lost.
+  Status FlushUsage();
   // One reconcile pass (the server's loop calls it every few hundred ms and
   // when woken by a change).
   Status Reconcile();
@@ -494,6 +502,12 @@ class ControlPlane {
   void SetGpuGauges(const NodeRecord& n);
   // Decays every queue's usage to `now` and adds what it holds meanwhile.
   void ChargeUsage(Time now);
+  // Puts the queues' usage in `txn` (UsageKey) when a minute has passed
+  // since it was last written: a restart or a failover keeps fair share's
+  // history (losing at most that minute after a kill -9).
+  void WriteUsage(Time now, store::Txn& txn, bool now_or_never = false);
+  // REQUIRES: mu_. Takes the usage a former run wrote, once, at start.
+  void RecoverUsage();
   void SyncPreempted(store::Txn& txn);
   void SetSchedNodeState(NodeRecord& n, Time now);
   // Whether a healthy beat has something to write (the node comes up or
@@ -534,6 +548,7 @@ class ControlPlane {
   std::map<int64_t, std::vector<ProgressPoint>> progress_;  // by job (Progress)
   std::map<std::string, double> usage_;          // decayed GPU-seconds, by queue (ChargeUsage)
   Time usage_at_;                                // when usage_ was last charged
+  Time usage_written_;                           // when usage_ was last put in the store
   std::set<int64_t> active_;                     // not terminal
   std::set<std::pair<int64_t, int64_t>> ended_;  // terminal: (finished, id), for the history
   std::map<std::string, int64_t> active_by_queue_;

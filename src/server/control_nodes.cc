@@ -231,7 +231,9 @@ std::vector<ControlPlane::NodeUsage> ControlPlane::UsageLocked() const {
     if (job.state != JobState::kRunning && job.state != JobState::kPreempting) continue;
     for (const TaskView& t : job.tasks) {
       if (auto n = topo_.FindNode(t.node)) {
-        out[n->value()].allocated += static_cast<int32_t>(t.gpus.size());
+        NodeUsage& u = out[n->value()];
+        u.allocated += static_cast<int32_t>(t.gpus.size());
+        if (u.jobs.empty() || u.jobs.back().first != id) u.jobs.emplace_back(id, job.request.queue);
       }
     }
   }
@@ -267,6 +269,11 @@ Result<std::vector<ControlPlane::GroupUsage>> ControlPlane::GroupView(int tier, 
       g.allocated += usage[i].allocated;
       g.free += usage[i].free;
       if (nodes_[i].state == NodeState::kDown) ++g.nodes_down;
+      for (const GpuSample& gpu : nodes_[i].gpu_samples) {
+        if (gpu.power_w < 0) continue;
+        g.power_w += gpu.power_w;
+        ++g.power_gpus;
+      }
       if (auto j = job_gpus.find(i); j != job_gpus.end()) g.job_gpus += j->second;
     }
   };

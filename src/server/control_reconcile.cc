@@ -125,6 +125,46 @@ void ControlPlane::ChargeUsage(Time now) {
   usage_at_ = now;
 }
 
+void ControlPlane::WriteUsage(Time now, Txn& txn, bool now_or_never) {
+  if (!now_or_never && now - usage_written_ < Seconds(60)) return;
+  Json by_queue = Json::object();
+  for (const auto& [queue, gpu_seconds] : usage_) by_queue[queue] = gpu_seconds;
+  txn.Put(UsageKey(), Json{{"at", usage_at_.value()}, {"gpuSeconds", by_queue}}.dump());
+  usage_written_ = now;
+}
+
+void ControlPlane::RecoverUsage() {
+  if (usage_at_.value() > 0) return;  // a rebuild: memory is newer
+  std::optional<store::KeyValue> kv = store_.Get(UsageKey());
+  if (!kv) return;
+  const Json j = Json::parse(kv->value, nullptr, false);
+  if (!j.is_object() || !j.value("at", Json()).is_number_integer() ||
+      !j.value("gpuSeconds", Json()).is_object()) {
+    log_.Warn("control", "store record /usage is not {at, gpuSeconds}: fair share starts afresh");
+    return;
+  }
+  for (const auto& [queue, v] : j["gpuSeconds"].items()) {
+    if (v.is_number() && v.get<double>() >= 0) usage_[queue] = v.get<double>();
+  }
+  usage_at_ = Time(j["at"].get<int64_t>());
+}
+
+Status ControlPlane::FlushUsage() {
+  Txn txn;
+  int64_t rev = 0;
+  {
+    std::lock_guard lock(mu_);
+    UNIPOOL_RETURN_IF_ERROR(WritableLocked());
+    const Time now = Now();
+    ChargeUsage(now);
+    WriteUsage(now, txn, /*now_or_never=*/true);
+    Result<int64_t> r = ApplyLocked(txn);
+    if (!r.ok()) return r.status();
+    rev = *r;
+  }
+  return SyncOrRebuild(rev);
+}
+
 void ControlPlane::RetryAfterBackoff(Time now, Txn& txn) {
   for (auto it = backoff_.begin(); it != backoff_.end();) {
     JobRecord& job = jobs_.at(*it);
@@ -267,6 +307,7 @@ Status ControlPlane::Reconcile() {
     DecidePeerFailures(now, txn);
     EnforceTimeLimits(now, txn);
     ChargeUsage(now);
+    WriteUsage(now, txn);
     RetryAfterBackoff(now, txn);
     const std::vector<sched::Decision> out = sched_->Schedule(now);
     decisions = out.size();

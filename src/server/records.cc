@@ -52,6 +52,7 @@ std::string EventKey(int64_t job, int64_t seq) {
 std::string NodeKey(const std::string& name) { return "/nodes/" + name; }
 std::string QueueKey(const std::string& name) { return "/queues/" + name; }
 std::string AgentKey(const std::string& name) { return "/agents/" + name; }
+std::string UsageKey() { return "/usage"; }
 
 Json JobToJson(const JobRecord& job) {
   Json tasks = Json::array();

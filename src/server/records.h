@@ -39,6 +39,9 @@ std::string EventKey(int64_t job, int64_t seq);  // /events/000000000042/000003
 std::string NodeKey(const std::string& name);    // /nodes/NAME
 std::string QueueKey(const std::string& name);   // /queues/NAME
 std::string AgentKey(const std::string& name);   // /agents/NAME
+// The queues' fair-share usage: {"at": ns since the epoch, "gpuSeconds":
+// {queue: decayed GPU-seconds}}.
+std::string UsageKey();  // /usage
 inline constexpr const char* kNextIdKey = "/meta/next-job-id";
 // The largest GPU index a stored record may hold.
 inline constexpr int64_t kMaxGpuIndex = 65535;

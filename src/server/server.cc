@@ -157,6 +157,9 @@ void Server::ReconcileLoop() {
     // state) leave most of the time to the API.
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+  if (Status st = control_->FlushUsage(); !st.ok()) {
+    log_.Warn("control", "fair-share usage not written at the stop: " + st.message());
+  }
 }
 
 void Server::Report(const store::MaintenanceRound& round) {

@@ -41,13 +41,13 @@ void ExpectSameKeys(Store& want, const KvMap& got) {
   }
 }
 
-// Commits `txn`, again while etcd answers kUnavailable (a new etcd leader
-// is being elected) for up to 30 s.
+// Commits `txn`, again while the store fails (kUnavailable, or
+// kDeadlineExceeded while a new etcd leader is elected) for up to 30 s.
 bool CommitSoon(Store& s, const Txn& txn) {
   for (int i = 0; i < 300; ++i) {
     Result<int64_t> r = s.Commit(txn);
     if (r.ok()) return true;
-    if (r.status().code() != StatusCode::kUnavailable) return false;
+    if (!IsFailure(r.status())) return false;  // unavailable, or in doubt while etcd elects
     std::this_thread::sleep_for(100ms);
   }
   return false;
@@ -68,7 +68,8 @@ TEST(EtcdMirrorTest, FollowsPutsAndDeletes) {
   ASSERT_TRUE(s->Commit(Txn().Put("/a", "1").Put("/b", std::string("x\0\xff", 3))).ok());
   EtcdMirror m(o);
   ASSERT_TRUE(s->Commit(Txn().Put("/a", "2").Delete("/b").Put("/c", "3")).ok());
-  for (int i = 0; i < 50; ++i) ASSERT_TRUE(s->Commit(Txn().Put("/n/" + std::to_string(i), "v")).ok());
+  for (int i = 0; i < 50; ++i)
+    ASSERT_TRUE(s->Commit(Txn().Put("/n/" + std::to_string(i), "v")).ok());
   ASSERT_TRUE(s->Commit(Txn().Delete("/n/7")).ok());
   ASSERT_TRUE(Reaches(m, MetaMod(o)));
   EXPECT_EQ(m.stats().lists, 1);
@@ -85,7 +86,8 @@ TEST(EtcdMirrorTest, ATakeoverOpensFromTheMirror) {
   auto old = MustOpen(o, true);
   ASSERT_TRUE(old);
   EtcdMirror m(o);
-  for (int i = 0; i < 20; ++i) ASSERT_TRUE(old->Commit(Txn().Put("/j/" + std::to_string(i), "r")).ok());
+  for (int i = 0; i < 20; ++i)
+    ASSERT_TRUE(old->Commit(Txn().Put("/j/" + std::to_string(i), "r")).ok());
   const int64_t revision = old->revision();
   auto next = MustOpen(o, false, &m);
   ASSERT_TRUE(next);

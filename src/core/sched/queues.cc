@@ -1,5 +1,7 @@
 #include "core/sched/queues.h"
 
+#include <algorithm>
+
 namespace unipool::sched {
 
 const char* QueuePolicyName(QueuePolicy p) {
@@ -80,6 +82,17 @@ bool QueueTree::WithinGuarantee(QueueId q, Gpus more) const {
 bool QueueTree::Borrows(QueueId q, Gpus more) const {
   if (with_guarantee_ == 0) return false;
   return !WithinGuarantee(q, more);
+}
+
+Gpus QueueTree::Borrowed(QueueId q) const {
+  if (with_guarantee_ == 0) return Gpus(0);
+  Gpus least = used(q);
+  for (QueueId a = q; a.valid(); a = parent(a)) {
+    const Gpus g = spec(a).guarantee;
+    if (g.value() == 0) continue;
+    least = std::min(least, used(a) > g ? used(a) - g : Gpus(0));
+  }
+  return least;
 }
 
 double QueueTree::ShareKey(QueueId q) const {

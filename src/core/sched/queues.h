@@ -66,6 +66,13 @@ class QueueTree {
   // borrows.
   bool Borrows(QueueId q, Gpus more) const;
   bool Borrowing(QueueId q) const { return Borrows(q, Gpus(0)); }
+  // The GPUs q holds above the guarantees on its path: what reclaiming may
+  // take from it while every queue on the path keeps its guarantee (the
+  // least excess over the path's guarantees; all of q's usage when none on
+  // its path has one while other queues do; 0 in a tree without any).
+  // Taking more would put q below a guarantee, and q would take it back:
+  // preemption would go round in circles.
+  Gpus Borrowed(QueueId q) const;
 
   // Fair-share order key: queues within guarantee first (least used share
   // of guarantee first), then by usage per unit of weight. Smaller goes

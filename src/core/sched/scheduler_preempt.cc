@@ -13,18 +13,20 @@ namespace unipool::sched {
 
 // ---- Preemption ----------------------------------------------------------------
 
+// Across queues, only borrowed GPUs are taken: a victim's queue keeps its
+// guarantee (QueueTree::Borrowed), or it would reclaim them at once and
+// the two queues would preempt each other in turn.
 bool Scheduler::MayPreempt(const JobInfo& p, const JobInfo& v, Time now) const {
   if (v.phase != JobPhase::kRunning || !v.spec.preemptible || v.spec.id == p.spec.id) return false;
   if (now - v.started < options_.min_runtime) return false;
+  const bool same_queue = v.spec.queue == p.spec.queue;
+  const bool lent = !same_queue && queues_.Borrowed(v.spec.queue) >= v.allocated();
   const bool lower = v.spec.priority < p.spec.priority;
-  if (lower && (v.spec.queue == p.spec.queue || queues_.Borrowing(v.spec.queue))) return true;
+  if (lower && (same_queue || lent)) return true;
   const Gpus need = p.spec.min_gpus.value() > 0 ? p.spec.min_gpus : p.spec.gpus;
-  if (v.spec.queue != p.spec.queue && queues_.Borrowing(v.spec.queue) &&
-      queues_.WithinGuarantee(p.spec.queue, need)) {
-    return true;  // reclaim lent quota
-  }
+  if (lent && queues_.WithinGuarantee(p.spec.queue, need)) return true;  // reclaim lent quota
   return reservation_ && reservation_->holder == p.spec.id && v.backfilled &&
-         v.spec.priority <= p.spec.priority;
+         v.spec.priority <= p.spec.priority && (same_queue || lent);
 }
 
 // Chooses whole gangs to stop so `job` fits: per group of each allowed tier,
@@ -96,8 +98,15 @@ bool Scheduler::TryPreempt(JobInfo& job, CycleState& cs) {
       if (s.partition >= 0 && gp != s.partition) continue;
       int64_t have = PoolFor(gp).Free(tier, GroupId(g));
       Option o{0, 0, tier, g, {}};
-      for (const auto& [c, gpus] : list) {  // list is in cost order
+      std::unordered_map<int32_t, Gpus> taken;  // from other queues, by queue
+      for (const auto& [c, gpus] : list) {      // list is in cost order
         if (have >= need.value()) break;
+        const JobInfo& v = jobs_.at(candidates[c].id);
+        if (v.spec.queue != s.queue) {  // together, too, only what the queue borrowed
+          Gpus& from = taken[v.spec.queue.value()];
+          if (from + v.allocated() > queues_.Borrowed(v.spec.queue)) continue;
+          from += v.allocated();
+        }
         have += gpus;
         o.cost += candidates[c].cost;
         o.chosen.push_back(c);

@@ -24,7 +24,7 @@ enum class Ev : uint8_t {
   kMaintStart,    // a: maintenance window, b: group
   kMaintEnd,      // a: maintenance window, b: group
   kSample,
-  kCycle,         // a scheduling cycle when cycles run on an interval
+  kCycle,  // a scheduling cycle when cycles run on an interval
 };
 
 struct Event {
@@ -43,13 +43,13 @@ struct JobState {
   Phase phase = Phase::kQueued;
   int64_t epoch = 0;
   Gpus alloc;
-  double rate = 1;          // alloc / gpus: progress per wall second
-  Duration interval;        // compute between checkpoints (0 = never)
-  Duration seg_target;      // work of the current segment
-  Duration seg_done;        // work done in it before seg_start
-  Time seg_start;           // when the current rate began in this segment
+  double rate = 1;      // alloc / gpus: progress per wall second
+  Duration interval;    // compute between checkpoints (0 = never)
+  Duration seg_target;  // work of the current segment
+  Duration seg_done;    // work done in it before seg_start
+  Time seg_start;       // when the current rate began in this segment
   Time run_start;
-  int64_t stop_loss = 0;    // GPU-seconds a preemption under way will lose
+  int64_t stop_loss = 0;  // GPU-seconds a preemption under way will lose
 };
 
 }  // namespace
@@ -57,7 +57,11 @@ struct JobState {
 struct Simulator::Impl {
   Impl(const Topology& topo, const SimConfig& config, const PolicyConfig& policy,
        const SimHooks& hooks, Rng& rng)
-      : topo(topo), config(config), policy(policy), hooks(hooks), rng(rng),
+      : topo(topo),
+        config(config),
+        policy(policy),
+        hooks(hooks),
+        rng(rng),
         sched(topo, policy.scheduler) {}
 
   const Topology& topo;
@@ -81,6 +85,8 @@ struct Simulator::Impl {
   int64_t failures_so_far = 0;
   int64_t nodes_down = 0;
   int64_t down_gpus = 0;
+  std::vector<bool> in_maintenance;  // per node: in a maintenance window
+  int64_t drained_gpus = 0;          // by maintenance (see SetInMaintenance)
 
   void Push(Time t, Ev kind, int64_t a = 0, int64_t b = 0) {
     queue.push(Event{t, seq++, kind, a, b});
@@ -117,9 +123,11 @@ struct Simulator::Impl {
     }
     open_jobs = static_cast<int64_t>(jobs.size());
     down_count.assign(topo.num_nodes(), 0);
+    in_maintenance.assign(topo.num_nodes(), false);
     node_cause.assign(topo.num_nodes(), 0);
     out.lost_by_process.assign(config.failures.size(), 0);
-    for (size_t p = 0; p < config.failures.size(); ++p) ScheduleFailure(static_cast<int64_t>(p), Time(0));
+    for (size_t p = 0; p < config.failures.size(); ++p)
+      ScheduleFailure(static_cast<int64_t>(p), Time(0));
     for (size_t m = 0; m < config.maintenance.size(); ++m) {
       Push(config.maintenance[m].start, Ev::kMaintStart, static_cast<int64_t>(m), 0);
     }
@@ -165,12 +173,14 @@ struct Simulator::Impl {
       node_cause[n] = static_cast<int32_t>(p);
       nodes_down++;
       down_gpus += topo.node_gpus(NodeId(n)).value();
+      if (in_maintenance[n]) drained_gpus -= topo.node_gpus(NodeId(n)).value();
       // Jobs on the node stop making progress now; the scheduler learns of
       // it only after the detection delay.
       for (JobId id : sched.JobsOn(NodeId(n))) {
         const int64_t i = Index(id);
         JobState& s = state[i];
-        if (s.phase == Phase::kDead || s.phase == Phase::kQueued || s.phase == Phase::kDone) continue;
+        if (s.phase == Phase::kDead || s.phase == Phase::kQueued || s.phase == Phase::kDone)
+          continue;
         s.phase = Phase::kDead;
         s.epoch++;
         out.jobs[i].failures++;
@@ -188,12 +198,14 @@ struct Simulator::Impl {
     const auto [first, count] = NodesOf(fp, instance);
     std::vector<NodeId> down;
     for (int32_t n = first; n < first + count; ++n) {
-      if (down_count[n] > 0 && sched.node_state(NodeId(n)) != NodeState::kDown) down.push_back(NodeId(n));
+      if (down_count[n] > 0 && sched.node_state(NodeId(n)) != NodeState::kDown)
+        down.push_back(NodeId(n));
     }
     (void)sched.SetNodeStates(down, NodeState::kDown, now);
-    const Duration repair = fp.repair.value() > 0
-                                ? Nanoseconds(std::llround(rng.Exponential(ToSeconds(fp.repair)) * 1e9))
-                                : Duration(0);
+    const Duration repair =
+        fp.repair.value() > 0
+            ? Nanoseconds(std::llround(rng.Exponential(ToSeconds(fp.repair)) * 1e9))
+            : Duration(0);
     Push(now + repair, Ev::kRepair, p, instance);
     dirty = true;
   }
@@ -204,11 +216,21 @@ struct Simulator::Impl {
       if (--down_count[n] > 0) continue;
       nodes_down--;
       down_gpus -= topo.node_gpus(NodeId(n)).value();
-      if (sched.node_state(NodeId(n)) == NodeState::kDown) {
-        (void)sched.SetNodeState(NodeId(n), NodeState::kUp, now);
+      if (in_maintenance[n]) drained_gpus += topo.node_gpus(NodeId(n)).value();
+      if (sched.node_state(NodeId(n)) == NodeState::kDown) {  // back, or back to its maintenance
+        (void)sched.SetNodeState(NodeId(n),
+                                 in_maintenance[n] ? NodeState::kDrained : NodeState::kUp, now);
       }
     }
     dirty = true;
+  }
+
+  // drained_gpus counts the nodes in a maintenance window that have not
+  // failed (a failed one counts in down_gpus).
+  void SetInMaintenance(int32_t n, bool in) {
+    if (in_maintenance[n] == in) return;
+    in_maintenance[n] = in;
+    if (down_count[n] == 0) drained_gpus += (in ? 1 : -1) * topo.node_gpus(NodeId(n)).value();
   }
 
   void OnMaintenance(int64_t m, int64_t group, bool start) {
@@ -217,13 +239,18 @@ struct Simulator::Impl {
     const NodeId first = topo.group_first_node(mw.tier, g);
     for (int32_t n = first.value(); n < first.value() + topo.group_num_nodes(mw.tier, g); ++n) {
       const NodeState st = sched.node_state(NodeId(n));
-      if (start && st == NodeState::kUp) (void)sched.SetNodeState(NodeId(n), NodeState::kDrained, now);
-      if (!start && st == NodeState::kDrained) (void)sched.SetNodeState(NodeId(n), NodeState::kUp, now);
+      if (start && st == NodeState::kUp &&
+          sched.SetNodeState(NodeId(n), NodeState::kDrained, now).ok()) {
+        SetInMaintenance(n, true);
+      }
+      if (!start && st == NodeState::kDrained)
+        (void)sched.SetNodeState(NodeId(n), NodeState::kUp, now);
+      if (!start) SetInMaintenance(n, false);
     }
     if (start) {
       Push(now + mw.length, Ev::kMaintEnd, m, group);
     } else if (group + 1 < topo.num_groups(mw.tier)) {
-      Push(now, Ev::kMaintStart, m, group + 1);
+      OnMaintenance(m, group + 1, true);  // the hand-over is one instant: nothing sees a gap
     } else if (mw.every.value() > 0) {
       Push(now + mw.every, Ev::kMaintStart, m, 0);
     }
@@ -244,8 +271,10 @@ struct Simulator::Impl {
       fixed = policy.checkpoint_interval;
     }
     switch (mode) {
-      case CheckpointMode::kNone: return Duration(0);
-      case CheckpointMode::kFixed: return fixed;
+      case CheckpointMode::kNone:
+        return Duration(0);
+      case CheckpointMode::kFixed:
+        return fixed;
       case CheckpointMode::kYoungDaly: {
         // The job's MTBF from the node-level failure rates of its nodes.
         double per_node = 0;
@@ -313,7 +342,7 @@ struct Simulator::Impl {
     const SimJob& j = jobs[i];
     JobState& s = state[i];
     if (out.jobs[i].committed + s.seg_target >= j.work) {  // done
-      if (!sched.Finish(Sid(i), now).ok()) return;  // not running as the scheduler sees it
+      if (!sched.Finish(Sid(i), now).ok()) return;         // not running as the scheduler sees it
       Commit(i, s.seg_target);
       s.phase = Phase::kDone;
       out.jobs[i].end = now;
@@ -350,11 +379,12 @@ struct Simulator::Impl {
     }
     stop = std::max(stop, now);
     // Lost: the work not saved, and the restart it will need.
-    const Duration unsaved = s.phase == Phase::kComputing || s.phase == Phase::kWriting
-                                 ? (s.phase == Phase::kWriting ? s.seg_target : SegmentProgress(s)) - saved
-                                 : Duration(0);
-    s.stop_loss = static_cast<int64_t>(
-        ToSeconds(unsaved + jobs[i].restart_cost) * static_cast<double>(s.alloc.value()));
+    const Duration unsaved =
+        s.phase == Phase::kComputing || s.phase == Phase::kWriting
+            ? (s.phase == Phase::kWriting ? s.seg_target : SegmentProgress(s)) - saved
+            : Duration(0);
+    s.stop_loss = static_cast<int64_t>(ToSeconds(unsaved + jobs[i].restart_cost) *
+                                       static_cast<double>(s.alloc.value()));
     out.jobs[i].preemptions++;
     out.preemptions++;
     s.phase = Phase::kStopping;
@@ -471,6 +501,12 @@ struct Simulator::Impl {
     s.pending_jobs = sched.pending_count();
     s.failures = failures_so_far;
     s.lost_gpu_seconds = out.failed_lost_gpu_seconds + out.preempted_lost_gpu_seconds;
+    s.useful_gpu_seconds = out.useful_gpu_seconds;
+    s.drained_gpus = drained_gpus;
+    s.queue_gpus.reserve(config.queues.size());
+    for (size_t q = 0; q < config.queues.size(); ++q) {
+      s.queue_gpus.push_back(sched.queues().used(sched::QueueId(static_cast<int32_t>(q))).value());
+    }
     out.series.push_back(s);
     Push(now + config.sample_interval, Ev::kSample);
   }
@@ -480,18 +516,43 @@ struct Simulator::Impl {
   void Handle(const Event& e) {
     const auto live = [&](int64_t i) { return state[i].epoch == e.b; };
     switch (e.kind) {
-      case Ev::kArrival: Submit(e.a); break;
-      case Ev::kBeginCompute: if (live(e.a)) BeginSegment(e.a); break;
-      case Ev::kEndCompute: if (live(e.a)) EndCompute(e.a); break;
-      case Ev::kEndWrite: if (live(e.a)) EndWrite(e.a); break;
-      case Ev::kStopDone: if (live(e.a)) StopDone(e.a); break;
-      case Ev::kFailure: OnFailure(e.a); break;
-      case Ev::kDetect: OnDetect(e.a, e.b); break;
-      case Ev::kRepair: OnRepair(e.a, e.b); break;
-      case Ev::kMaintStart: OnMaintenance(e.a, e.b, true); break;
-      case Ev::kMaintEnd: OnMaintenance(e.a, e.b, false); break;
-      case Ev::kSample: TakeSample(); break;
-      case Ev::kCycle: cycle_pending = false; due = true; break;
+      case Ev::kArrival:
+        Submit(e.a);
+        break;
+      case Ev::kBeginCompute:
+        if (live(e.a)) BeginSegment(e.a);
+        break;
+      case Ev::kEndCompute:
+        if (live(e.a)) EndCompute(e.a);
+        break;
+      case Ev::kEndWrite:
+        if (live(e.a)) EndWrite(e.a);
+        break;
+      case Ev::kStopDone:
+        if (live(e.a)) StopDone(e.a);
+        break;
+      case Ev::kFailure:
+        OnFailure(e.a);
+        break;
+      case Ev::kDetect:
+        OnDetect(e.a, e.b);
+        break;
+      case Ev::kRepair:
+        OnRepair(e.a, e.b);
+        break;
+      case Ev::kMaintStart:
+        OnMaintenance(e.a, e.b, true);
+        break;
+      case Ev::kMaintEnd:
+        OnMaintenance(e.a, e.b, false);
+        break;
+      case Ev::kSample:
+        TakeSample();
+        break;
+      case Ev::kCycle:
+        cycle_pending = false;
+        due = true;
+        break;
     }
   }
 
@@ -508,9 +569,10 @@ struct Simulator::Impl {
 
   void Loop() {
     const Time horizon = config.horizon.value() > 0 ? config.horizon : Time(INT64_MAX);
-    const double span = config.horizon.value() > 0
-                            ? static_cast<double>(config.horizon.value())
-                            : static_cast<double>(jobs.empty() ? 1 : jobs.back().submit.value() + 1);
+    const double span =
+        config.horizon.value() > 0
+            ? static_cast<double>(config.horizon.value())
+            : static_cast<double>(jobs.empty() ? 1 : jobs.back().submit.value() + 1);
     while (!queue.empty()) {
       const Time t = queue.top().t;
       if (t > horizon) break;
@@ -546,12 +608,14 @@ struct Simulator::Impl {
     out.end = config.horizon.value() > 0 ? horizon : now;
     now = out.end;
     if (config.horizon.value() > 0) {
-      out.allocated_gpu_seconds += ToSeconds(horizon - last_integrated) * sched.allocated_gpus().value();
+      out.allocated_gpu_seconds +=
+          ToSeconds(horizon - last_integrated) * sched.allocated_gpus().value();
       out.down_gpu_seconds += ToSeconds(horizon - last_integrated) * static_cast<double>(down_gpus);
     }
     for (size_t i = 0; i < state.size(); ++i) {
       const Phase p = state[i].phase;
-      if (p != Phase::kQueued && p != Phase::kDone) out.jobs[i].held += out.end - state[i].run_start;
+      if (p != Phase::kQueued && p != Phase::kDone)
+        out.jobs[i].held += out.end - state[i].run_start;
       // Work done but not yet saved when the horizon cuts the run counts as
       // done: it was not lost.
       if (p == Phase::kComputing) Commit(static_cast<int64_t>(i), SegmentProgress(state[i]));
@@ -569,7 +633,10 @@ struct Simulator::Impl {
 };
 
 Simulator::Simulator(const Topology& topo, SimConfig config, PolicyConfig policy, SimHooks hooks)
-    : topo_(topo), config_(std::move(config)), policy_(std::move(policy)), hooks_(std::move(hooks)) {}
+    : topo_(topo),
+      config_(std::move(config)),
+      policy_(std::move(policy)),
+      hooks_(std::move(hooks)) {}
 
 Result<SimOutput> Simulator::Run(std::vector<SimJob> jobs, Rng& rng) {
   Impl impl(topo_, config_, policy_, hooks_, rng);

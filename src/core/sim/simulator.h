@@ -39,11 +39,11 @@ struct JobRecord {
   Time first_start = Time(-1);
   Time end = Time(-1);  // completion; -1: not done
   Duration work;
-  Duration committed;   // work saved by checkpoints or completion
-  int32_t failures = 0;     // interruptions by failures
+  Duration committed;    // work saved by checkpoints or completion
+  int32_t failures = 0;  // interruptions by failures
   int32_t preemptions = 0;
   int64_t lost_gpu_seconds = 0;
-  Duration held;            // wall time holding GPUs
+  Duration held;                 // wall time holding GPUs
   Duration checkpoint_interval;  // of its last run (Young-Daly's, a fixed one); 0: none
   bool infeasible = false;
 };
@@ -54,8 +54,11 @@ struct Sample {
   int64_t down_gpus = 0;
   int64_t running_jobs = 0;
   int64_t pending_jobs = 0;
-  int64_t failures = 0;          // so far
-  int64_t lost_gpu_seconds = 0;  // so far, failures and preemptions
+  int64_t failures = 0;             // so far
+  int64_t lost_gpu_seconds = 0;     // so far, failures and preemptions
+  double useful_gpu_seconds = 0;    // so far: work kept (checkpointed or done) x its GPUs
+  int64_t drained_gpus = 0;         // drained for maintenance (down_gpus: failed)
+  std::vector<int64_t> queue_gpus;  // allocated, per queue of SimConfig::queues
 };
 
 struct FailureRecord {
@@ -67,9 +70,9 @@ struct FailureRecord {
 
 struct SimOutput {
   std::string policy;
-  Time end;                          // simulated time reached
+  Time end;  // simulated time reached
   int64_t cluster_gpus = 0;
-  std::vector<JobRecord> jobs;       // in job order
+  std::vector<JobRecord> jobs;  // in job order
   std::vector<Sample> series;
   std::vector<FailureRecord> failures;
   int64_t preemptions = 0;
@@ -83,13 +86,13 @@ struct SimOutput {
   int64_t cordoned_nodes = 0;
   int64_t events = 0;
   double down_gpu_seconds = 0;
-  sched::SchedulerStats scheduler;  // the scheduler's own counters
+  sched::SchedulerStats scheduler;       // the scheduler's own counters
   std::vector<int64_t> lost_by_process;  // failure lost work per process
 };
 
 struct SimHooks {
-  std::function<int64_t()> wall_clock_ns;         // optional
-  std::function<void(double done)> progress;      // optional, 0..1
+  std::function<int64_t()> wall_clock_ns;     // optional
+  std::function<void(double done)> progress;  // optional, 0..1
 };
 
 class Simulator {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "core/sim/summary.h"
 #include "core/sim/workload.h"
 #include "core/sim/young_daly.h"
@@ -75,7 +77,8 @@ TEST(SimCalibrationTest, Llama3InterruptionsAndEttr) {
     EXPECT_NEAR(static_cast<double>(o.failures.size()), 419, 82) << "seed " << seed;
     EXPECT_EQ(o.jobs[0].failures, static_cast<int32_t>(o.failures.size()));
     ettr5 += Ettr(o) / seeds;
-    ettr10 += Ettr(LongJob(topo, rate, Seconds(54 * 86400), Seconds(30), Seconds(600), tau, seed)) / seeds;
+    ettr10 += Ettr(LongJob(topo, rate, Seconds(54 * 86400), Seconds(30), Seconds(600), tau, seed)) /
+              seeds;
   }
   EXPECT_NEAR(failures, 419, 60);
   const double model5 = FirstOrderEttr(Seconds(30), m, Seconds(300));
@@ -168,7 +171,9 @@ TEST(SimulatorTest, EveryJobIsAccountedFor) {
   EXPECT_GT(o.preemptions, 0);
   EXPECT_GT(o.failures.size(), 0u);
   for (const JobRecord& j : o.jobs) {
-    if (j.end.value() >= 0) EXPECT_EQ(j.committed, j.work) << j.name;
+    if (j.end.value() >= 0) {
+      EXPECT_EQ(j.committed, j.work) << j.name;
+    }
   }
   EXPECT_GT(s.utilization_allocated, s.utilization_useful);
   EXPECT_LE(s.goodput, 1.0);
@@ -186,7 +191,8 @@ TEST(WorkloadTest, FitClassRecoversTheDistributions) {
   EXPECT_NEAR(ToSeconds(fit.job_class.duration_median), 1200, 40);
   EXPECT_NEAR(fit.job_class.duration_sigma, 1.5, 0.03);
   ASSERT_EQ(fit.job_class.sizes.size(), 2u);
-  const double share1 = fit.job_class.sizes[0].second / (fit.job_class.sizes[0].second + fit.job_class.sizes[1].second);
+  const double share1 = fit.job_class.sizes[0].second /
+                        (fit.job_class.sizes[0].second + fit.job_class.sizes[1].second);
   EXPECT_NEAR(share1, 0.75, 0.01);
   EXPECT_FALSE(FitClass({jobs[0]}, "x").ok());
 }
@@ -213,6 +219,71 @@ TEST(SimulatorTest, PreemptedJobCheckpointsWithinGrace) {
   EXPECT_EQ(o.jobs[1].end, Seconds(1060 + 500));
   EXPECT_EQ(o.jobs[0].end, Seconds(10560));
   EXPECT_EQ(o.jobs[0].committed, Seconds(10000));
+}
+
+// The samples a report draws: GPUs drained by maintenance (not counted as
+// failed), each queue's GPUs adding up to the allocated ones, and useful
+// work that only grows and ends at the run's total.
+TEST(SimulatorTest, SamplesShowMaintenanceQueuesAndUsefulWork) {
+  const Topology topo = Cluster(128);
+  SimConfig c = OneQueue();
+  QueueConfig second;
+  second.spec.name = "eval";
+  c.queues.push_back(second);
+  c.sample_interval = Seconds(600);
+  Maintenance m;
+  m.tier = 1;
+  m.start = Seconds(3600);
+  m.length = Seconds(1800);
+  c.maintenance.push_back(m);
+  std::vector<SimJob> jobs;
+  for (int i = 0; i < 6; ++i) {
+    SimJob j{i + 1, "j" + std::to_string(i), Seconds(60 * i), Gpus(16)};
+    j.work = Seconds(4 * 3600);
+    j.queue = i % 2;
+    j.checkpoint = CheckpointMode::kFixed;
+    j.checkpoint_interval = Seconds(1200);
+    j.checkpoint_cost = Seconds(30);
+    jobs.push_back(j);
+  }
+  Rng rng(2);
+  const SimOutput o = Simulator(topo, c, NoFlaky()).Run(jobs, rng).value();
+  ASSERT_GT(o.series.size(), 10u);
+  int64_t drained_max = 0;
+  double useful = 0;
+  for (const Sample& s : o.series) {
+    ASSERT_EQ(s.queue_gpus.size(), 2u);
+    EXPECT_EQ(s.queue_gpus[0] + s.queue_gpus[1], s.allocated_gpus) << ToSeconds(s.t);
+    EXPECT_GE(s.useful_gpu_seconds, useful);
+    useful = s.useful_gpu_seconds;
+    drained_max = std::max(drained_max, s.drained_gpus);
+    if (s.t < m.start) {
+      EXPECT_EQ(s.drained_gpus, 0);
+    }
+    EXPECT_EQ(s.down_gpus, 0);  // no failure process: maintenance is not a failure
+  }
+  // One group at a time: never more than the largest group's GPUs.
+  int64_t group_max = 0;
+  for (int32_t g = 0; g < topo.num_groups(1); ++g) {
+    const NodeId first = topo.group_first_node(1, GroupId(g));
+    group_max = std::max<int64_t>(
+        group_max, topo.group_num_nodes(1, GroupId(g)) * topo.node_gpus(first).value());
+  }
+  EXPECT_GT(drained_max, 0);
+  EXPECT_LE(drained_max, group_max);
+  EXPECT_LE(useful, o.useful_gpu_seconds);
+  EXPECT_GT(useful, 0);
+}
+
+TEST(SummaryTest, TheTablesQuantilesAreTheChartsQuantiles) {
+  std::vector<double> v = {5, 1, 9, 3, 7, 2, 8};
+  const Percentiles p = PercentilesOf(v);
+  std::sort(v.begin(), v.end());
+  EXPECT_EQ(p.p50, QuantileOfSorted(v, 0.5));
+  EXPECT_EQ(p.p90, QuantileOfSorted(v, 0.9));
+  EXPECT_EQ(p.p99, QuantileOfSorted(v, 0.99));
+  EXPECT_EQ(QuantileOfSorted(v, 0), 1);
+  EXPECT_EQ(QuantileOfSorted(v, 1), 9);
 }
 
 }  // namespace

@@ -13,11 +13,14 @@ Percentiles PercentilesOf(std::vector<double> v) {
   double sum = 0;
   for (double x : v) sum += x;
   p.mean = sum / static_cast<double>(v.size());
-  auto at = [&](double q) { return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)]; };
-  p.p50 = at(0.5);
-  p.p90 = at(0.9);
-  p.p99 = at(0.99);
+  p.p50 = QuantileOfSorted(v, 0.5);
+  p.p90 = QuantileOfSorted(v, 0.9);
+  p.p99 = QuantileOfSorted(v, 0.99);
   return p;
+}
+
+double QuantileOfSorted(const std::vector<double>& sorted, double q) {
+  return sorted[static_cast<size_t>(q * static_cast<double>(sorted.size() - 1) + 0.5)];
 }
 
 static const int64_t kBucketTop[] = {1, 8, 64, 512, 4096, 32768};
@@ -123,7 +126,8 @@ Summary Summarize(const SimOutput& out, const SimConfig& config) {
     s.by_size.push_back(acc.Finish());
   }
   for (auto& [q, acc] : queues) {
-    acc.row.name = q < static_cast<int32_t>(config.queues.size()) ? config.queues[q].spec.name : "?";
+    acc.row.name =
+        q < static_cast<int32_t>(config.queues.size()) ? config.queues[q].spec.name : "?";
     s.by_queue.push_back(acc.Finish());
   }
   for (size_t p = 0; p < config.failures.size(); ++p) {

@@ -15,6 +15,9 @@ struct Percentiles {
   double p50 = 0, p90 = 0, p99 = 0, mean = 0;
 };
 Percentiles PercentilesOf(std::vector<double> v);
+// The q-quantile (0..1) of `sorted` by nearest rank, as PercentilesOf takes
+// it (so a chart's CDF and a table's p50 agree). REQUIRES: sorted, not empty.
+double QuantileOfSorted(const std::vector<double>& sorted, double q);
 
 struct GroupRow {  // one job-size bucket or one queue
   std::string name;
@@ -41,12 +44,12 @@ struct Summary {
   double days = 0;
   int64_t gpus = 0;
   int64_t jobs = 0, done = 0, infeasible = 0, unfinished = 0;
-  double gpu_hours_done = 0;        // work x GPUs of completed jobs
-  double utilization_allocated = 0; // allocated / total GPU time
-  double utilization_useful = 0;    // useful / total GPU time
-  double goodput = 0;               // useful / available (up) GPU time
+  double gpu_hours_done = 0;         // work x GPUs of completed jobs
+  double utilization_allocated = 0;  // allocated / total GPU time
+  double utilization_useful = 0;     // useful / total GPU time
+  double goodput = 0;                // useful / available (up) GPU time
   double ettr = 0;
-  Percentiles jct, wait;  // of every job (done ones for jct, started ones for wait)
+  Percentiles jct, wait;            // of every job (done ones for jct, started ones for wait)
   Percentiles checkpoint_interval;  // seconds, of the jobs that checkpoint
   // From the first submission to the last completion, when every feasible
   // job completed; -1 otherwise.

@@ -174,36 +174,57 @@ pages.login = (why) => {
 
 // ---- Overview: the cluster drawn by topology ---------------------------------------
 
-// The colour of a group: by allocation (blue, darker is fuller), or red as
-// its nodes go down; a group holding the chosen job is outlined.
-function cellColour(g, mode) {
+// Watts per GPU of a group, from the GPUs that report a power draw; null
+// when none does (virtual GPUs, no nvidia-smi).
+function wattsPerGpu(g) { return g.powerGpus ? g.powerWatts / g.powerGpus : null; }
+
+// The colour of a group: by allocation (blue, darker is fuller), by power
+// (orange, darker draws more per GPU, against the most in view; grey: no
+// readings), or red as its nodes go down; a group holding the chosen job
+// is outlined.
+function cellColour(g, mode, maxWatts) {
   if (g.state === "down" || (g.nodes && g.nodesDown === g.nodes)) return "#c4202b";
   if (mode === "state") {
     const bad = g.nodes ? g.nodesDown / g.nodes : 0;
     return bad > 0 ? `hsl(0, 70%, ${70 - 30 * bad}%)` : "#1a7f37";
   }
+  if (mode === "power") {
+    const w = wattsPerGpu(g);
+    return w === null ? "#9aa4ae" : `hsl(28, 85%, ${86 - 50 * (maxWatts ? w / maxWatts : 0)}%)`;
+  }
   const f = g.gpus ? g.allocated / g.gpus : 0;
   return `hsl(220, 70%, ${88 - 55 * f}%)`;
+}
+
+// A cell reads dark text on a light background.
+function lightCell(c, mode, maxWatts) {
+  if (mode === "alloc") return c.gpus && c.allocated / c.gpus < 0.45;
+  if (mode === "power") { const w = wattsPerGpu(c); return w !== null && (!maxWatts || w / maxWatts < 0.5); }
+  return false;
 }
 
 function topologyView(view, params, onPick) {
   const mode = params.get("color") || "alloc";
   const job = params.get("job");
+  const maxWatts = Math.max(0, ...view.children.map((c) => wattsPerGpu(c) || 0));
   const cells = view.children.map((c) => {
     const isNode = view.childKind === "node";
-    const colour = cellColour(c, mode);
-    const light = !isNode && mode === "alloc" && c.gpus && c.allocated / c.gpus < 0.45;
+    const colour = cellColour(c, mode, maxWatts);
+    const light = !isNode && lightCell(c, mode, maxWatts);
+    const w = wattsPerGpu(c);
     return h("div", {
       class: "cell" + (isNode ? " node" : "") + (job && c.jobGpus > 0 ? " highlight" : ""),
       style: { background: colour, color: light ? "#1d232b" : "#fff" },
       title: `${c.name}: ${c.allocated}/${c.gpus} GPUs allocated, ${c.free} free` +
-        (c.nodesDown ? `, ${c.nodesDown} node(s) down` : "") + (job && c.jobGpus ? `, ${c.jobGpus} of job ${job}` : ""),
+        (c.nodesDown ? `, ${c.nodesDown} node(s) down` : "") + (job && c.jobGpus ? `, ${c.jobGpus} of job ${job}` : "") +
+        (w !== null ? `, ${num(Math.round(c.powerWatts))} W (${Math.round(w)} W per GPU)` : ""),
       onclick: isNode ? null : () => onPick(c),
     },
       h("div", { class: "name" }, c.name),
       h("div", {}, `${num(c.allocated)}/${num(c.gpus)} GPUs`),
       isNode ? h("div", {}, c.state) : h("div", {}, plural(c.nodes, "node") + (c.nodesDown ? `, ${c.nodesDown} down` : "")),
-      job && c.jobGpus ? h("div", {}, `job ${job}: ${c.jobGpus}`) : null);
+      job && c.jobGpus ? h("div", {}, `job ${job}: ${c.jobGpus}`) : null,
+      mode === "power" ? h("div", { class: "power" }, w === null ? "no readings" : `${num(Math.round(c.powerWatts))} W`) : null);
   });
   return h("div", { class: "grid", id: "topology" }, cells);
 }
@@ -235,9 +256,14 @@ pages.overview = async (params) => {
     h("div", { class: "legend" },
       h("span", {}, "colour by "),
       h("a", { href: link(view.tierIndex, view.index, "alloc") }, mode === "alloc" ? h("b", {}, "allocation") : "allocation"), " · ",
-      h("a", { href: link(view.tierIndex, view.index, "state") }, mode === "state" ? h("b", {}, "state") : "state"),
-      h("span", {}, h("span", { class: "swatch", style: { background: "hsl(220,70%,88%)" } }, ""), "idle"),
-      h("span", {}, h("span", { class: "swatch", style: { background: "hsl(220,70%,33%)" } }, ""), "full"),
+      h("a", { href: link(view.tierIndex, view.index, "state") }, mode === "state" ? h("b", {}, "state") : "state"), " · ",
+      h("a", { id: "color-power", href: link(view.tierIndex, view.index, "power") }, mode === "power" ? h("b", {}, "power") : "power"),
+      mode === "power" ? [
+        h("span", {}, h("span", { class: "swatch", style: { background: "hsl(28,85%,86%)" } }, ""), "low"),
+        h("span", {}, h("span", { class: "swatch", style: { background: "hsl(28,85%,36%)" } }, ""), "most W per GPU here"),
+        h("span", {}, h("span", { class: "swatch", style: { background: "#9aa4ae" } }, ""), "no readings")] : [
+        h("span", {}, h("span", { class: "swatch", style: { background: "hsl(220,70%,88%)" } }, ""), "idle"),
+        h("span", {}, h("span", { class: "swatch", style: { background: "hsl(220,70%,33%)" } }, ""), "full")],
       h("span", {}, h("span", { class: "swatch", style: { background: "#c4202b" } }, ""), "down")),
     topologyView(view, params, (c) => { location.hash = link(view.tierIndex - 1, c.index); }));
 };
@@ -458,10 +484,11 @@ pages.nodes = async (params) => {
         ["", "up", "cordoned", "drained", "flaky", "down"].map((s) => h("option", { value: s, selected: params.get("state") === s }, s || "any state"))),
       h("span", { class: "muted" }, nodes.length > shown.length ? `${shown.length} of ${nodes.length} shown (the overview draws them all by group)` : `${nodes.length} nodes`)),
     h("table", { id: "nodes" },
-      h("tr", {}, ["Node", "State", "GPUs", "Used", "Free", "Partition", "Model", "Health", "Why", "Heartbeat"].map((c) => h("th", {}, c))),
+      h("tr", {}, ["Node", "State", "GPUs", "Used", "Free", "Jobs", "Partition", "Model", "Health", "Why", "Heartbeat"].map((c) => h("th", {}, c))),
       shown.map((n) => h("tr", {},
         h("td", {}, n.name), h("td", {}, stateTag(n.state)), h("td", { class: "num" }, n.gpus),
         h("td", { class: "num" }, n.gpusAllocated), h("td", { class: "num" }, n.gpusFree),
+        h("td", { class: "jobs" }, (n.jobs || []).map((id, i) => [i ? ", " : "", h("a", { href: "#/jobs/" + id }, String(id))])),
         h("td", {}, n.partition), h("td", {}, n.gpuModel), h("td", {}, stateTag(n.health)), h("td", { class: "muted" }, n.why || ""),
         h("td", {}, since(n.lastHeartbeat))))));
 };
