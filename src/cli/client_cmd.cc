@@ -5,6 +5,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <set>
 
 #include "cli/client_common.h"
 #include "io/cluster_reader.h"
@@ -297,9 +298,13 @@ struct ActionFlags {
   bool dry_run = false;
 };
 
-// The unfinished jobs that match cancel's filters, every page of them.
+// The unfinished jobs that match cancel's filters, every page of them,
+// each once: a job that starts between the Pending and the Running query
+// is in both answers. (Pending first: a job that starts meanwhile is
+// never missed.)
 Result<std::vector<std::string>> MatchingJobs(const Client& client, const ActionFlags& f) {
   std::vector<std::string> ids;
+  std::set<std::string> seen;
   std::string next;
   const std::vector<std::string> states =
       f.state.empty() ? std::vector<std::string>{"Pending", "Running", "Preempting"}
@@ -314,7 +319,7 @@ Result<std::vector<std::string>> MatchingJobs(const Client& client, const Action
       if (!r.ok()) return r.status();
       for (const Json& j : (*r)["items"]) {
         if (!f.user.empty() && j.value("owner", "") != f.user) continue;
-        ids.push_back(Cell(j, "id"));
+        if (seen.insert(Cell(j, "id")).second) ids.push_back(Cell(j, "id"));
       }
       next = r->value("continue", "");
     } while (!next.empty());
