@@ -505,7 +505,7 @@ class ControlPlane {
   // Puts the queues' usage in `txn` (UsageKey) when a minute has passed
   // since it was last written: a restart or a failover keeps fair share's
   // history (losing at most that minute after a kill -9).
-  void WriteUsage(Time now, store::Txn& txn, bool now_or_never = false);
+  void WriteUsage(Time now, store::Txn& txn, bool force = false);
   // REQUIRES: mu_. Takes the usage a former run wrote, once, at start.
   void RecoverUsage();
   void SyncPreempted(store::Txn& txn);

@@ -125,8 +125,9 @@ void ControlPlane::ChargeUsage(Time now) {
   usage_at_ = now;
 }
 
-void ControlPlane::WriteUsage(Time now, Txn& txn, bool now_or_never) {
-  if (!now_or_never && now - usage_written_ < Seconds(60)) return;
+void ControlPlane::WriteUsage(Time now, Txn& txn, bool force) {
+  // Nothing used yet: nothing to keep.
+  if (usage_.empty() || (!force && now - usage_written_ < Seconds(60))) return;
   Json by_queue = Json::object();
   for (const auto& [queue, gpu_seconds] : usage_) by_queue[queue] = gpu_seconds;
   txn.Put(UsageKey(), Json{{"at", usage_at_.value()}, {"gpuSeconds", by_queue}}.dump());
@@ -157,7 +158,8 @@ Status ControlPlane::FlushUsage() {
     UNIPOOL_RETURN_IF_ERROR(WritableLocked());
     const Time now = Now();
     ChargeUsage(now);
-    WriteUsage(now, txn, /*now_or_never=*/true);
+    WriteUsage(now, txn, /*force=*/true);
+    if (txn.ops.empty()) return Status::Ok();
     Result<int64_t> r = ApplyLocked(txn);
     if (!r.ok()) return r.status();
     rev = *r;
