@@ -134,7 +134,8 @@ def activity(server):
     server.call("POST", f"/v1/nodes/{idle[0]}/cordon", body=json.dumps({"reason": "test"}))
     # A node's GPUs' readings, as its agent sends them with a heartbeat.
     server.call("POST", "/v1/nodes/dev-0/heartbeat", body=json.dumps({
-        "health": "ok", "gpus": [[0, 87, 40000, 81559, 61, 455.5, 0], [1, 12, 1000, 81559, 40, 120, 0]]}))
+        "health": "ok", "gpus": [[0, 87, 40000, 81559, 61, 455.5, 0], [1, 12, 1000, 81559, 40, 120, 0]],
+        "xids": [[1, 13, 2]]}))
     try:  # an API error for the errors panel
         server.call("GET", "/v1/jobs/999999")
     except urllib.error.HTTPError:
@@ -202,8 +203,8 @@ def main():
         if missing:
             fail("dashboard queries without a series:\n  " + "\n  ".join(missing))
         exprs = rule_expressions()
-        if len(exprs) != 9:
-            fail(f"expected 9 rules in rules.yml, read {len(exprs)}")
+        if len(exprs) != 10:
+            fail(f"expected 10 rules in rules.yml, read {len(exprs)}")
         for expr in exprs:
             r = query(port, expr)
             if r.get("status") != "success":

@@ -140,6 +140,7 @@ Status Agent::Start() {
           "(virtual GPUs) on a machine without NVIDIA GPUs");
     }
   }
+  if (gpus_discovered_) OpenKernelLog();
   std::error_code ec;
   fs::create_directories(options_.work_dir, ec);
   if (ec) return InvalidArgument("--work-dir " + options_.work_dir + ": " + ec.message());
@@ -240,6 +241,37 @@ nlohmann::json Agent::GpuReadings() {
   return out;
 }
 
+nlohmann::json Agent::XidCounts() {
+  std::lock_guard lock(mu_);
+  nlohmann::json out = nlohmann::json::array();
+  for (const GpuXidCount& x : xids_.counts()) out.push_back({x.gpu, x.xid, x.count});
+  return out;
+}
+
+// The kernel log from now on, and which GPU each PCI address is.
+void Agent::OpenKernelLog() {
+  if (options_.kernel_log.empty()) return;
+  if (Status st = kernel_log_.Open(options_.kernel_log); !st.ok()) {
+    log_.Warn("agent", "GPU Xid errors are not read: " + st.message(),
+              {{"kernel_log", options_.kernel_log}});
+    return;
+  }
+  auto [code, out] = Shell(kGpuBusQuery);
+  xids_ = XidLedger(code == 0 ? ParseGpuBusIds(out) : std::map<std::string, int>{});
+}
+
+void Agent::ReadXids() {
+  if (!kernel_log_.is_open()) return;
+  const std::vector<XidEvent> events = ParseXidEvents(kernel_log_.ReadNew());
+  if (events.empty()) return;
+  std::lock_guard lock(mu_);
+  const bool was_faulty = !xids_.fault().empty();
+  xids_.Add(events);
+  if (!was_faulty && !xids_.fault().empty()) {
+    log_.Warn("agent", "GPU Xid error: the node fails its health check", {{"why", xids_.fault()}});
+  }
+}
+
 void Agent::HealthLoop() {
   while (!stop_) {
     std::string health = "ok";
@@ -249,6 +281,11 @@ void Agent::HealthLoop() {
       if (free_mb < options_.min_free_disk_mb) {
         health = "disk: " + std::to_string(free_mb) + " MiB free in " + options_.work_dir;
       }
+    }
+    ReadXids();
+    {
+      std::lock_guard lock(mu_);
+      if (health == "ok" && !xids_.fault().empty()) health = xids_.fault();
     }
     if (health == "ok" && gpus_discovered_) health = GpuHealth();
     if (health == "ok" && !options_.health_check.empty()) {

@@ -53,6 +53,7 @@
 #include "agent/containment.h"
 #include "agent/launcher.h"
 #include "agent/watchdog.h"
+#include "agent/xid.h"
 #include "core/base/units.h"
 #include "server/gpu_sample.h"
 #include "server/log.h"
@@ -89,6 +90,9 @@ struct AgentOptions {
   Duration lease = Seconds(30);  // the server's --node-lease
   std::string health_check;      // a program: exit 0 healthy, else its output says why
   Duration health_interval = Seconds(60);
+  // Where the GPU driver's Xid errors are read (agent/xid.h), on nodes with
+  // real GPUs; "" = not read.
+  std::string kernel_log = "/dev/kmsg";
   int64_t min_free_disk_mb = 1024;              // built-in check of work_dir's disk
   std::string cgroup = "auto";                  // Containment: auto, off or a cgroup v2 directory
   std::string watchdog_exe = "/proc/self/exe";  // runs `agent-watchdog`; "" = no watchdog
@@ -207,6 +211,9 @@ class Agent {
   std::string Health();
   // The GPUs' last readings as the heartbeat sends them ([] for none).
   nlohmann::json GpuReadings();
+  nlohmann::json XidCounts();  // [[gpu, xid, count], ...] since the agent started
+  void OpenKernelLog();        // Start, on a node with real GPUs
+  void ReadXids();             // HealthLoop
   std::string GpuHealth() const;
 
   AgentOptions options_;
@@ -240,7 +247,9 @@ class Agent {
   bool gpus_discovered_ = false;  // real GPUs (nvidia-smi): checked for errors
   std::string health_ = "ok";
   std::vector<server::GpuSample> gpu_samples_;  // the last nvidia-smi readings (HealthLoop)
-  std::set<int64_t> known_jobs_;  // for the long poll
+  KernelLogTail kernel_log_;                    // HealthLoop only
+  XidLedger xids_{{}};                          // HealthLoop writes it under mu_
+  std::set<int64_t> known_jobs_;                // for the long poll
 
   std::map<int64_t, std::unique_ptr<LocalRun>> runs_;  // by job; main loop only
   std::map<int64_t, int64_t> done_;                    // job -> generation that ended here

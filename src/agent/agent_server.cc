@@ -140,6 +140,7 @@ void Agent::HeartbeatLoop() {
               {"agentUrl", agent_url_},
               {"agentSecret", secret_}};
     if (Json gpus = GpuReadings(); !gpus.empty()) beat["gpus"] = std::move(gpus);
+    if (Json xids = XidCounts(); !xids.empty()) beat["xids"] = std::move(xids);
     auto r = c->Post("/v1/nodes/" + options_.node + "/heartbeat" + (peers ? "?peers=1" : ""),
                      beat.dump(), "application/json");
     if (r && r->status == 200) {

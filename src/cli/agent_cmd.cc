@@ -151,6 +151,10 @@ void AddAgentCommands(CLI::App& app, int& exit_code) {
                   "program run periodically; non-zero exit drains the node")
       ->capture_default_str();
   cmd->add_option("--health-interval", f->health_interval, "how often")->capture_default_str();
+  cmd->add_option("--kernel-log", f->opt.kernel_log,
+                  "where the GPU driver's Xid errors are read on nodes with NVIDIA GPUs; an Xid "
+                  "that needs a GPU reset drains the node (\"\": not read)")
+      ->capture_default_str();
   cmd->add_option("--ca-cert", f->opt.ca_cert, "PEM file to trust for https");
   cmd->add_option("--outage-grace", f->outage_grace,
                   "the server's --outage-grace: keep tasks through a server outage this long "

@@ -186,6 +186,9 @@ TEST_F(HostileTest, HostileTableGetsNo5xx) {
       {"array", "[1,2,3]"},
       {"null", "null"},
       {"control character", "{\"reason\":\"a\\u0000b\",\"health\":\"o\\u0001k\"}"},
+      {"Xid counts out of range", "{\"health\":\"ok\",\"xids\":[[0,79,-1],[99,1,1]]}"},
+      {"Xid count not a list", "{\"health\":\"ok\",\"xids\":[\"79\"]}"},
+      {"Xid count of floats", "{\"health\":\"ok\",\"xids\":[[0.5,79,1e300]]}"},
   };
   for (const auto& [path, who] : writers) {
     const std::string method = path.starts_with("/v1/queues") ? "PUT" : "POST";

@@ -111,7 +111,7 @@ void ApiServer::JoinNode(Call& c) {
 bool ApiServer::ReadHeartbeat(Call& c, ControlPlane::HeartbeatInfo* info) {
   Json body;
   if (!c.Allow({Role::kAgent, Role::kAdmin}) || !c.Query({"peers"}) || !c.OwnNode(c.Path(1)) ||
-      !c.Body({"health", "address", "agentUrl", "agentSecret", "gpus"}, &body, false)) {
+      !c.Body({"health", "address", "agentUrl", "agentSecret", "gpus", "xids"}, &body, false)) {
     return false;
   }
   // Its GPUs' readings: [[index, utilization, memUsedMiB, memTotalMiB,
@@ -132,6 +132,24 @@ bool ApiServer::ReadHeartbeat(Call& c, ControlPlane::HeartbeatInfo* info) {
       info->gpus.push_back(GpuSample{r[0].get<int>(), r[1].get<double>(), r[2].get<double>(),
                                      r[3].get<double>(), r[4].get<double>(), r[5].get<double>(),
                                      static_cast<int64_t>(r[6].get<double>())});
+    }
+  }
+  // Its GPUs' Xid errors: [[gpu, xid, count], ...], gpu -1 where unknown.
+  if (body.contains("xids")) {
+    const Json& x = body["xids"];
+    auto valid = [](const Json& r) {
+      return r.is_array() && r.size() == 3 &&
+             std::all_of(r.begin(), r.end(), [](const Json& v) { return v.is_number_integer(); }) &&
+             r[0].get<int64_t>() >= -1 && r[0].get<int64_t>() <= 64 && r[1].get<int64_t>() >= 0 &&
+             r[1].get<int64_t>() <= 9999 && r[2].get<int64_t>() >= 0;
+    };
+    if (!x.is_array() || x.size() > 1024 || !std::all_of(x.begin(), x.end(), valid)) {
+      return c.Bad(
+          "body.xids: expected at most 1024 counts [gpu (-1 to 64), xid (0 to 9999), count "
+          "(0 or more)]");
+    }
+    for (const Json& r : x) {
+      info->xids.push_back({r[0].get<int>(), r[1].get<int>(), r[2].get<int64_t>()});
     }
   }
   if (!c.String(body, "health", 1024, &info->health) ||

@@ -154,6 +154,7 @@ struct NodeRecord {
   std::string agent_url;     // the agent's own HTTP endpoint (logs)
   std::string agent_secret;  // presented to the agent when the server calls it; memory only
   std::vector<GpuSample> gpu_samples;  // from its last heartbeat; memory only
+  std::vector<GpuXidCount> gpu_xids;   // since its agent started; memory only
   NodeState state = NodeState::kDown;  // what the scheduler uses
 };
 
@@ -335,6 +336,7 @@ class ControlPlane {
     std::string agent_url;
     std::string agent_secret;
     std::vector<GpuSample> gpus;  // its GPUs' readings; none from virtual GPUs
+    std::vector<GpuXidCount> xids;  // its GPUs' Xid errors since its agent started
   };
   Status Heartbeat(const std::string& name, const HeartbeatInfo& info);
   // The common heartbeat, for the event loop: when the node is live and the

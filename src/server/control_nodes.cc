@@ -107,6 +107,7 @@ bool ControlPlane::RenewLease(const std::string& name, const HeartbeatInfo& info
   n.last_heartbeat = Now();
   n.agent_secret = info.agent_secret;
   n.gpu_samples = info.gpus;
+  n.gpu_xids = info.xids;
   return true;
 }
 
@@ -122,6 +123,7 @@ Status ControlPlane::Heartbeat(const std::string& name, const HeartbeatInfo& inf
     n.last_heartbeat = now;
     n.agent_secret = info.agent_secret;
     n.gpu_samples = info.gpus;
+    n.gpu_xids = info.xids;
     const bool sick = info.health != "ok" && n.admin.empty();
     if (!sick && !BeatChanges(n, info)) return Status::Ok();  // the common case: memory only
     // A change is written; while the store is read-only, the lease above

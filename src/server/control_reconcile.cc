@@ -348,6 +348,13 @@ void ControlPlane::SetGpuGauges(const NodeRecord& n) {
       if (v >= 0) metrics_.Set(metric, l, v);
     }
   }
+  for (const GpuXidCount& x : n.gpu_xids) {
+    metrics_.Set("unipool_gpu_xid_errors_total",
+                 {{"node", n.name},
+                  {"gpu", x.gpu < 0 ? "unknown" : std::to_string(x.gpu)},
+                  {"xid", std::to_string(x.xid)}},
+                 static_cast<double>(x.count));
+  }
 }
 
 void ControlPlane::UpdateGauges() {
@@ -361,7 +368,8 @@ void ControlPlane::UpdateGauges() {
         "unipool_largest_free_block_gpus", "unipool_node_gpus", "unipool_node_state",
         "unipool_gpu_utilization_ratio", "unipool_gpu_memory_used_bytes",
         "unipool_gpu_memory_total_bytes", "unipool_gpu_temperature_celsius",
-        "unipool_gpu_power_watts", "unipool_gpu_ecc_uncorrected_errors"}) {
+        "unipool_gpu_power_watts", "unipool_gpu_ecc_uncorrected_errors",
+        "unipool_gpu_xid_errors_total"}) {
     metrics_.Reset(g);
   }
   // GPUs and nodes by partition and state; per node on clusters of at most
@@ -507,6 +515,9 @@ void ControlPlane::DeclareMetrics(Metrics& m) {
   m.Declare("unipool_gpu_power_watts", T::kGauge, "A GPU's power draw (nvidia-smi).");
   m.Declare("unipool_gpu_ecc_uncorrected_errors", T::kGauge,
             "A GPU's volatile uncorrected ECC errors (nvidia-smi); the node is drained when > 0.");
+  m.Declare("unipool_gpu_xid_errors_total", T::kCounter,
+            "Xid errors the GPU driver logged for a GPU since its node's agent started, by xid "
+            "code; one that needs a GPU reset (48, 79, 95...) drains the node.");
   m.Declare("unipool_node_state", T::kGauge,
             "1 for the node's scheduling state (up, cordoned, drained, flaky, down), like "
             "kube-state-metrics' node conditions.");

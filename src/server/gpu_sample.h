@@ -15,4 +15,13 @@ struct GpuSample {
   int64_t ecc_uncorrected = -1;  // volatile uncorrected ECC errors
 };
 
+// How many Xid errors of one code the driver reported for one GPU since the
+// agent started (agent/xid.h): a counter, so a heartbeat that repeats it
+// changes nothing. gpu is -1 where the PCI address matched no GPU.
+struct GpuXidCount {
+  int gpu = -1;
+  int xid = 0;
+  int64_t count = 0;
+};
+
 }  // namespace unipool::server
