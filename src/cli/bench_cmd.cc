@@ -404,6 +404,7 @@ void AddBenchCommand(CLI::App& app, int& exit_code) {
   CLI::App* bench = app.add_subcommand("bench", "Reproducible benchmarks of unipool's own parts");
   bench->require_subcommand(1);
   AddBenchApiCommand(*bench, exit_code);
+  AddBenchPlacementCommand(*bench, exit_code);
   auto opt = std::make_shared<BenchOptions>();
   CLI::App* cmd = bench->add_subcommand(
       "sched", "Scheduler speed and placement quality at ~90% occupancy of a large cluster");

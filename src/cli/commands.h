@@ -47,5 +47,7 @@ void AddCompletionCommand(CLI::App& app, int& exit_code);
 void AddManCommand(CLI::App& app, int& exit_code);
 // `unipool bench api`, under the `bench` command.
 void AddBenchApiCommand(CLI::App& bench, int& exit_code);
+// `unipool bench placement`, under the `bench` command.
+void AddBenchPlacementCommand(CLI::App& bench, int& exit_code);
 
 }  // namespace unipool::cli

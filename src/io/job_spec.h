@@ -107,6 +107,11 @@ struct JobRequest {
   std::string checkpoint_dir;
   Duration checkpoint_interval;      // 0: the job decides
   std::string within;                // topology: the gang stays in one group of this tier (name)
+  // topology, soft: a tier name the gang would rather fit in one group of,
+  // or "any" (start as soon as it fits anywhere); and how long it may wait
+  // for that (-1: the scheduler's default). "" = the scheduler decides.
+  std::string prefer;
+  Duration max_wait = Duration(-1);
   std::string partition;             // run only here; "" = any
   std::string data_locality;         // preferred partition (a hint)
   std::vector<std::string> volumes;  // dataset / volume hints: "name" or "name=source"

@@ -171,9 +171,16 @@ Status ReadNativePriority(const Fields& f, JobRequest* job) {
 Status ReadNativePlacement(const Fields& f, JobRequest* job) {
   UNIPOOL_RETURN_IF_ERROR(ReadFieldString(f, "queue", &job->queue));
   if (f.Has("topology")) {
-    Result<Fields> t = Fields::Of(f.Get("topology"), "spec.topology", {"within"});
+    Result<Fields> t =
+        Fields::Of(f.Get("topology"), "spec.topology", {"within", "prefer", "maxWait"});
     if (!t.ok()) return t.status();
     UNIPOOL_RETURN_IF_ERROR(ReadFieldString(*t, "within", &job->within));
+    UNIPOOL_RETURN_IF_ERROR(ReadFieldString(*t, "prefer", &job->prefer));
+    if (t->Has("maxWait")) {
+      Duration d;
+      UNIPOOL_RETURN_IF_ERROR(t->Dur("maxWait", &d));
+      job->max_wait = d;
+    }
   }
   UNIPOOL_RETURN_IF_ERROR(ReadFieldString(f, "partition", &job->partition));
   UNIPOOL_RETURN_IF_ERROR(ReadFieldString(f, "dataLocality", &job->data_locality));

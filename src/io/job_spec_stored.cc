@@ -240,6 +240,8 @@ Status ReadStoredScheduling(const JsonFields& f, JobRequest* r) {
   UNIPOOL_RETURN_IF_ERROR(f.Int32("priority", &r->priority, -kMaxPriority, kMaxPriority));
   UNIPOOL_RETURN_IF_ERROR(f.Bool("preemptible", &r->preemptible));
   UNIPOOL_RETURN_IF_ERROR(f.String("within", &r->within));
+  UNIPOOL_RETURN_IF_ERROR(f.String("prefer", &r->prefer));
+  if (f.Get("maxWaitNs")) UNIPOOL_RETURN_IF_ERROR(f.Nanos("maxWaitNs", &r->max_wait));
   UNIPOOL_RETURN_IF_ERROR(f.String("partition", &r->partition));
   UNIPOOL_RETURN_IF_ERROR(f.String("dataLocality", &r->data_locality));
   UNIPOOL_RETURN_IF_ERROR(f.Nanos("progressTimeoutNs", &r->progress_timeout));
@@ -295,7 +297,7 @@ Result<JobRequest> FromJson(const json& j) {
               "minGpus",    "restart",          "checkpointDir", "checkpointIntervalNs",
               "within",     "partition",        "dataLocality",  "volumes",
               "mounts",     "timeLimitNs",      "launch",        "image",
-              "sourceKind", "progressTimeoutNs"});
+              "sourceKind", "progressTimeoutNs", "prefer", "maxWaitNs"});
   if (!f.ok()) return f.status();
   JobRequest r;
   UNIPOOL_RETURN_IF_ERROR(ReadStoredProcess(*f, &r));
@@ -332,7 +334,7 @@ json PairsToJson(const Pairs& pairs, const char* first, const char* second) {
 nlohmann::json JobRequestToJson(const JobRequest& r) {
   using nlohmann::json;
   using spec_internal::PairsToJson;
-  return json{
+  json out{
       {"name", r.name},
       {"labels", PairsToJson(r.labels, "key", "value")},
       {"command", r.command},
@@ -372,6 +374,9 @@ nlohmann::json JobRequestToJson(const JobRequest& r) {
       {"image", r.image},
       {"sourceKind", r.source_kind},
   };
+  if (!r.prefer.empty()) out["prefer"] = r.prefer;
+  if (r.max_wait.value() >= 0) out["maxWaitNs"] = r.max_wait.value();
+  return out;
 }
 
 Result<JobRequest> JobRequestFromJson(const nlohmann::json& j) {

@@ -302,7 +302,8 @@ Status ReadMaintenance(const YAML::Node& node, const std::string& path, const To
 Status ReadPolicy(const YAML::Node& node, const std::string& path, sim::PolicyConfig* p) {
   Result<Fields> f = Fields::Of(node, path,
                                 {"name", "preset", "placer", "preemption", "backfill", "minRuntime",
-                                 "checkpoint", "checkpointInterval", "flakyFailures"});
+                                 "checkpoint", "checkpointInterval", "flakyFailures",
+                                 "compactMaxWait", "commShare"});
   if (!f.ok()) return f.status();
   std::string preset;
   UNIPOOL_RETURN_IF_ERROR(f->String("preset", &preset));
@@ -323,6 +324,8 @@ Status ReadPolicy(const YAML::Node& node, const std::string& path, sim::PolicyCo
   UNIPOOL_RETURN_IF_ERROR(f->Bool("preemption", &p->scheduler.preemption));
   UNIPOOL_RETURN_IF_ERROR(f->Bool("backfill", &p->scheduler.backfill));
   UNIPOOL_RETURN_IF_ERROR(f->Dur("minRuntime", &p->scheduler.min_runtime));
+  UNIPOOL_RETURN_IF_ERROR(f->Dur("compactMaxWait", &p->scheduler.compact_max_wait));
+  UNIPOOL_RETURN_IF_ERROR(f->Double("commShare", &p->scheduler.comm_share, 0, 1));
   int64_t flaky = p->scheduler.flaky_failures;
   UNIPOOL_RETURN_IF_ERROR(f->Int("flakyFailures", &flaky, 1, 1 << 30));
   p->scheduler.flaky_failures = static_cast<int>(flaky);

@@ -364,6 +364,17 @@ Result<sched::JobSpec> ControlPlane::ToSchedSpec(int64_t id, const io::JobReques
       return InvalidArgument("spec.topology.within: the cluster has no tier '" + r.within + "'");
     s.required_tier = *t;
   }
+  if (r.prefer == "any") {
+    s.compact_max_wait = Duration(0);
+  } else if (!r.prefer.empty()) {
+    auto t = topo_.FindTier(r.prefer);
+    if (!t) {
+      return InvalidArgument("spec.topology.prefer: the cluster has no tier '" + r.prefer +
+                             "' (or say any)");
+    }
+    s.preferred_tier = *t;
+  }
+  if (r.max_wait.value() >= 0 && r.prefer != "any") s.compact_max_wait = r.max_wait;
   auto partition = [&](const std::string& name, const char* field) -> Result<int32_t> {
     if (name.empty()) return -1;
     const auto& ps = topo_.partitions();

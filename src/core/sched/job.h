@@ -47,6 +47,16 @@ struct JobSpec {
   Duration checkpoint_cost;          // time to write a checkpoint
   Duration restart_cost;             // time from start to useful work
   int required_tier = -1;            // the gang must fit in one group of it; -1 none
+  // Compactness, soft (SchedulerOptions::compact_max_wait): a gang that
+  // fits now only across more than one group of `preferred_tier` (-1: the
+  // lowest tier whose group could hold it) may wait up to `compact_max_wait`
+  // (-1: the scheduler's; 0: never waits) for a place inside one, when the
+  // expected wait is shorter than what spreading would cost it.
+  // `comm_share`: the share of its step spent in collectives placed
+  // compactly (-1: the scheduler's default), for that cost.
+  int preferred_tier = -1;
+  Duration compact_max_wait = Duration(-1);
+  double comm_share = -1;
   int32_t partition = -1;            // -1: the global level chooses
   bool span_partitions = false;      // may use several partitions at once
   int32_t preferred_partition = -1;  // data-locality hint
@@ -90,12 +100,24 @@ struct WaitingForPreemption {
 struct Infeasible {
   std::string why;
 };  // can never run as asked
+// It fits now only over more groups of `tier` than it needs; its fewest
+// groups free enough for it at `at`, sooner than the spread would cost. It
+// starts spread at `until` at the latest.
+struct WaitingForCompact {
+  int tier;        // where it would use more groups than it needs
+  int held_tier;   // the group reserved for it: one of `tier`, or their parent
+  GroupId group;
+  Time at;
+  Time until;
+  double slowdown;  // of its steps, placed spread
+};
 }  // namespace reason
 
 using PendingReason =
     std::variant<reason::New, reason::OverLimit, reason::NoBorrowing, reason::NotEnoughGpus,
                  reason::NoContiguousBlock, reason::BehindFifoHead, reason::WaitingForReservation,
-                 reason::HoldsReservation, reason::WaitingForPreemption, reason::Infeasible>;
+                 reason::HoldsReservation, reason::WaitingForPreemption, reason::Infeasible,
+                 reason::WaitingForCompact>;
 
 // Decisions the scheduler hands to its driver (server or simulator).
 struct StartJob {

@@ -34,11 +34,18 @@ void ScorePlacement(const Topology& topo, Placement& p) {
   }
   s.span_tier = worst_hop;
   if (n <= 1) return;
-  const Tier& tier = topo.tier(std::max(worst_hop, 0));
-  const Bandwidth bw = worst_hop <= 0 ? tier.bandwidth_per_gpu : tier.effective_per_gpu;
+  s.allreduce_1gib = RingAllReduce1GiB(topo, worst_hop, n);
+}
+
+// 2(n-1)/n * S / B + 2(n-1) * latency, at the worst hop's bandwidth (after
+// oversubscription above the scale-up domain).
+Duration RingAllReduce1GiB(const Topology& topo, int worst_tier, int64_t n) {
+  if (n <= 1) return Duration(0);
+  const Tier& tier = topo.tier(std::max(worst_tier, 0));
+  const Bandwidth bw = worst_tier <= 0 ? tier.bandwidth_per_gpu : tier.effective_per_gpu;
   const double bytes = static_cast<double>(GiB(1).value());
   const double seconds = 2.0 * (n - 1) / n * bytes * 8 / static_cast<double>(bw.value());
-  s.allreduce_1gib = Nanoseconds(static_cast<int64_t>(seconds * 1e9)) + tier.latency * (2 * (n - 1));
+  return Nanoseconds(static_cast<int64_t>(seconds * 1e9)) + tier.latency * (2 * (n - 1));
 }
 
 std::string DescribePlacement(const Topology& topo, const Placement& p) {

@@ -37,6 +37,10 @@ struct Placement {
   Gpus gpus() const;
 };
 
+// A ring all-reduce of 1 GiB among `gpus` GPUs whose slowest hop crosses
+// `worst_tier` (-1: inside one node).
+Duration RingAllReduce1GiB(const Topology& topo, int worst_tier, int64_t gpus);
+
 // Fills in `p.score` from its tasks. REQUIRES: tasks sorted by node id.
 void ScorePlacement(const Topology& topo, Placement& p);
 

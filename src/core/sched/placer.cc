@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <functional>
 #include <numeric>
 
 namespace unipool::sched {
@@ -78,9 +79,29 @@ class Search {
   // fitting node below, then the fewest free GPUs in the child; otherwise
   // the child's own capacity (pack the fullest).
   int64_t FitKey(Ref c, int level) const {
-    if (level > 0 || c.level == 0) return Tasks(c);
+    if (level > 0 || c.level == 0) {
+      // A group the gang fills with the fewest children first (two whole
+      // leaves beat three partial ones), then the fullest.
+      if (c.level == level && level >= 2) return ChildrenToCover(c) * (int64_t{1} << 40) + Tasks(c);
+      return Tasks(c);
+    }
     const int64_t k = SmallestFittingNode(c);
     return k * (int64_t{1} << 40) + pool_.Free(c.tier(), GroupId(c.id));
+  }
+
+  // How many of r's children the gang needs, fullest first (as Fill takes
+  // them); more than r has when it cannot hold the gang.
+  int64_t ChildrenToCover(Ref r) const {
+    std::vector<int64_t> cap;
+    for (Ref k : Children(r)) cap.push_back(Tasks(k));
+    std::sort(cap.begin(), cap.end(), std::greater<>());
+    int64_t left = req_.tasks, used = 0;
+    for (int64_t c : cap) {
+      if (left <= 0) break;
+      left -= c;
+      ++used;
+    }
+    return left > 0 ? static_cast<int64_t>(cap.size()) + 1 : used;
   }
 
   int64_t SmallestFittingNode(Ref c) const {

@@ -85,6 +85,16 @@ TEST_F(PlacerTest, PodBestFitPacksThePartlyUsedPod) {
   EXPECT_EQ(Nodes(p), (std::vector<int32_t>{10, 11, 12, 13}));
 }
 
+// Among pods that fit, the one the gang fills with the fewest racks wins
+// before the fullest: two whole racks beat three partial ones.
+TEST_F(PlacerTest, PodWithWholeRacksBeatsAFullerScatteredOne) {
+  for (int32_t n : {0, 2, 4}) Take(n, 0xff);      // pod 0: one node free in 3 racks, 1 whole rack
+  for (int32_t n : {8, 9, 10}) Take(n, 0xff);     // pod 1: two whole racks, one half
+  const Placement p = PlaceOk(4, 8);
+  EXPECT_EQ(Nodes(p), (std::vector<int32_t>{12, 13, 14, 15}));
+  EXPECT_EQ(p.score.groups_used[1], 2);
+}
+
 TEST_F(PlacerTest, RequiredTierLimitsTheSpan) {
   PlaceRequest req;
   req.tasks = 9;  // 72 GPUs > one pod

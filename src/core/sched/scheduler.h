@@ -80,6 +80,20 @@ struct SchedulerOptions {
   // (else the same leaf), so the job restarts in place. The repaired node
   // becomes the spare.
   std::string spare_label = "unipool.io/spare";
+  // Start-or-wait for compact gangs: a gang that fits now only across
+  // more groups than it needs (a 16-node job over two leaves) waits for a
+  // compact place when the expected wait, from running jobs' estimates, is
+  // shorter than the spread would cost it (its run time x the slowdown of
+  // its collectives at the crossed tier's bandwidth x comm_share), and
+  // never longer than this (Philly relaxed locality after a timer). The
+  // group that frees first is reserved for it. 0: start as soon as it fits.
+  Duration compact_max_wait = Seconds(60);
+  // The share of a gang's step spent in collectives when placed compactly,
+  // for jobs that give none (JobSpec::comm_share): measured LLM training
+  // spends 20% to over 50% of an iteration communicating (Analyzing
+  // Communication Predictability in LLM Training, arXiv 2512, 2025); the
+  // upper end, as the gangs that care about placement are the large ones.
+  double comm_share = 0.5;
   // Fail jobs that can never run instead of keeping them pending.
   bool fail_infeasible = false;
   // Upper bound on placement attempts in one cycle (pending jobs beyond it
@@ -111,6 +125,7 @@ struct JobInfo {
   PendingReason reason = reason::New{};
   std::vector<JobId> victims;  // preemptions under way for this job
   Time last_preempt_attempt = Time(-1);
+  Time compact_since = Time(-1);  // first chose to wait for a compact place
   Gpus allocated() const { return placement.gpus(); }
 };
 
@@ -220,6 +235,10 @@ class Scheduler {
     int tier = -1;
     GroupId group;
     Time computed;
+    // For a compact gang: every job that would not end before `at` is kept
+    // out of the group (others keep out of a reservation only when they
+    // are not preemptible).
+    bool hard = false;
   };
   struct CycleState;
 
@@ -245,6 +264,22 @@ class Scheduler {
   bool TryPreempt(JobInfo& job, CycleState& cs);
   bool MayPreempt(const JobInfo& preemptor, const JobInfo& victim, Time now) const;
   void Reserve(JobInfo& job, CycleState& cs);
+
+  // Start or wait (scheduler_compact.cc).
+  struct Excess {
+    int tier = -1;  // the lowest tier where a placement uses more groups than needed
+    int64_t min_groups = 0, used_groups = 0;
+  };
+  struct CompactPlace {
+    Time at = Time(-1);
+    int tier = -1;  // the group to reserve
+    GroupId group;
+  };
+  bool WaitForCompact(JobInfo& job, const Placement& spread, CycleState& cs);
+  Excess ExcessOf(const JobSpec& spec, const Placement& spread) const;
+  double SpreadSlowdown(const JobSpec& spec, const Placement& spread, const Excess& e) const;
+  CompactPlace EarliestCompact(const JobSpec& spec, const Placement& spread, const Excess& e,
+                               Time now) const;
 
   // Bookkeeping.
   Status Check(const JobSpec& spec) const;

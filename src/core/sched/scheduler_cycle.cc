@@ -43,6 +43,7 @@ void Scheduler::Commit(JobInfo& job, const Placement& p, int32_t partition, Time
     return;
   }
   job.phase = JobPhase::kRunning;
+  job.compact_since = Time(-1);
   job.started = now;
   job.last_checkpoint = now;
   job.reason = reason::New{};
@@ -315,10 +316,11 @@ bool Scheduler::TryPlace(JobInfo& job, CycleState& cs) {
   if (reserved_for_other) {
     const bool ends_before = s.runtime_estimate.value() > 0 && reservation_->at.value() >= 0 &&
                              cs.now + s.runtime_estimate <= reservation_->at;
-    if (!ends_before && !s.preemptible && reservation_->tier >= 0 && !base.exclude) {
+    const bool keep_out = !s.preemptible || reservation_->hard;
+    if (!ends_before && keep_out && reservation_->tier >= 0 && !base.exclude) {
       base.exclude = std::make_pair(reservation_->tier, reservation_->group);
     }
-    in_the_way = !ends_before && s.preemptible;
+    in_the_way = !ends_before && !keep_out;
   }
   // Largest size first for elastic jobs, down to the minimum.
   const Gpus step = s.min_gpus.value() > 0 ? s.step : s.gpus;
@@ -337,6 +339,7 @@ bool Scheduler::TryPlace(JobInfo& job, CycleState& cs) {
     cs.attempts++;
     stats_.attempts++;
     Attempt a = Search(job, gpus, base);
+    if (a.placement && WaitForCompact(job, *a.placement, cs)) return false;
     if (a.placement) {
       job.borrowing = queues_.Borrows(s.queue, gpus);
       job.backfilled = in_the_way;

@@ -1,5 +1,6 @@
 // The scheduler's queries: a job's state, why it waits or runs where it
 // does (in words), and the invariants check.
+#include <cstdio>
 #include <string>
 #include <variant>
 
@@ -62,6 +63,16 @@ std::string Scheduler::ExplainReason(const PendingReason& r) const {
              " to make room; they have their grace period to checkpoint";
     }
     std::string operator()(const reason::Infeasible& o) { return "can never run: " + o.why; }
+    std::string operator()(const reason::WaitingForCompact& o) {
+      char pct[16];
+      std::snprintf(pct, sizeof pct, "%.0f%%", o.slowdown * 100);
+      const std::string& tier = s.topo_->tier(o.tier).name;
+      const std::string& held = s.topo_->tier(o.held_tier).name;
+      return "waiting for room in " + held + " " + s.topo_->group_name(o.held_tier, o.group) +
+             " from " + At(o.at, s.options_) + ": it fits now only across more " + tier +
+             "s than it needs, which would cost ~" + pct + " of its step time; it starts anyway at " +
+             At(o.until, s.options_) + " (spec.topology.maxWait; 0s starts at once)";
+    }
   };
   return std::visit(Visitor{*this}, r);
 }
@@ -82,11 +93,13 @@ const char* Scheduler::ReasonCode(const PendingReason& r) {
     const char* operator()(const reason::HoldsReservation&) { return "Resources"; }
     const char* operator()(const reason::WaitingForPreemption&) { return "Preempting"; }
     const char* operator()(const reason::Infeasible&) { return "Infeasible"; }
+    const char* operator()(const reason::WaitingForCompact&) { return "Topology"; }
   };
   return std::visit(Visitor{}, r);
 }
 
 Time Scheduler::EstimatedStart(const PendingReason& r) {
+  if (const auto* compact = std::get_if<reason::WaitingForCompact>(&r)) return compact->at;
   const auto* held = std::get_if<reason::HoldsReservation>(&r);
   return held ? held->at : Time(-1);
 }

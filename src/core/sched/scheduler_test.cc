@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <random>
 
 #include "core/topology/test_clusters.h"
@@ -349,6 +350,98 @@ TEST_F(SchedulerTest, BackfillRespectsTheReservation) {
   EXPECT_EQ(sched_->Explain(JobId(1)),
             "pending: next to run: GPUs in top top-0 are reserved for it from t=4600s");
   EXPECT_TRUE(std::holds_alternative<reason::WaitingForReservation>(Reason(3)));
+}
+
+// Start or wait: on racks whose uplinks are 4:1 oversubscribed, a 2-node
+// gang that fits now only across two racks waits for the rack that frees
+// first (its spread would cost far more than the wait), and that rack is
+// kept for it; with a shorter maxWait, or links that cost nothing to
+// cross, it starts spread at once.
+class CompactWaitTest : public SchedulerTest {
+ protected:
+  CompactWaitTest() {
+    ClusterSpec spec = unipool::testing::ThreeTier(192);
+    spec.generator->partition_tier.clear();
+    spec.tiers[2].oversubscription_milli = 4000;
+    topo_ = std::make_unique<Topology>(Topology::Build(spec).value());
+    sched_ = std::make_unique<Scheduler>(*topo_, SchedulerOptions{});
+    q_ = AddQueue("q");
+  }
+  // Every node busy with a one-node job that ends in 10 s; then nodes 1
+  // (rack 0) and 3 (rack 1) free: 16 GPUs free, in two racks.
+  void FillAndFreeTwoRacksHalfway() {
+    for (int64_t id = 1; id <= 24; ++id) {
+      JobSpec j = Job(id, q_, 8);
+      j.runtime_estimate = Seconds(10);
+      Submit(j);
+    }
+    for (const StartJob& st : Of<StartJob>(Cycle())) on_[st.placement.tasks[0].node.value()] = st.job;
+    Advance(1);
+    ASSERT_TRUE(sched_->Finish(on_[1], now_).ok());
+    ASSERT_TRUE(sched_->Finish(on_[3], now_).ok());
+  }
+  JobSpec Gang(int64_t id) {
+    JobSpec g = Job(id, q_, 16);
+    g.runtime_estimate = Seconds(3600);
+    return g;
+  }
+  QueueId q_;
+  std::map<int32_t, JobId> on_;  // node -> its job
+};
+
+TEST_F(CompactWaitTest, AGangWaitsForTheRackThatFreesFirstAndItIsKeptForIt) {
+  FillAndFreeTwoRacksHalfway();
+  Submit(Gang(100));
+  JobSpec small = Job(101, q_, 8);  // a long one-node job behind it
+  small.runtime_estimate = Seconds(3600);
+  Submit(small);
+  auto started = Started(Cycle());
+  EXPECT_EQ(started, std::vector<int64_t>{101});
+  const auto* wait = std::get_if<reason::WaitingForCompact>(&Reason(100));
+  ASSERT_NE(wait, nullptr) << sched_->Explain(JobId(100));
+  EXPECT_EQ(wait->at, Seconds(1010));
+  EXPECT_EQ(wait->until, Seconds(1001 + 60));
+  EXPECT_GT(wait->slowdown, 1.0);  // 4:1 above the rack: the ring runs 4x slower
+  EXPECT_EQ(std::string(Scheduler::ReasonCode(Reason(100))), "Topology");
+  EXPECT_EQ(Scheduler::EstimatedStart(Reason(100)), Seconds(1010));
+  EXPECT_NE(sched_->Explain(JobId(100)).find("waiting for room in rack rack-00 from t=1010s"),
+            std::string::npos)
+      << sched_->Explain(JobId(100));
+  // The small job kept out of rack 0: it took node 3.
+  EXPECT_EQ(sched_->Find(JobId(101))->placement.tasks[0].node, NodeId(3));
+  Advance(9);
+  ASSERT_TRUE(sched_->Finish(on_[0], now_).ok());
+  started = Started(Cycle());
+  EXPECT_EQ(started, std::vector<int64_t>{100});
+  EXPECT_EQ(sched_->Find(JobId(100))->placement.score.span_tier, 1);  // one rack
+}
+
+TEST_F(CompactWaitTest, MaxWaitBoundsTheWaitAndAnyStartsAtOnce) {
+  FillAndFreeTwoRacksHalfway();
+  JobSpec soon = Gang(100);
+  soon.compact_max_wait = Seconds(5);  // the rack frees in 9 s: too late
+  Submit(soon);
+  EXPECT_EQ(Started(Cycle()), std::vector<int64_t>{100});
+  EXPECT_EQ(sched_->Find(JobId(100))->placement.score.span_tier, 2);  // across racks
+}
+
+TEST_F(SchedulerTest, ASpreadThatCostsNothingStartsAtOnce) {
+  // Non-blocking links above the rack: crossing costs only latency.
+  QueueId q = AddQueue("q");
+  for (int64_t id = 1; id <= 24; ++id) {
+    JobSpec j = Job(id, q, 8);
+    j.runtime_estimate = Seconds(10);
+    Submit(j);
+  }
+  std::map<int32_t, JobId> on;
+  for (const StartJob& st : Of<StartJob>(Cycle())) on[st.placement.tasks[0].node.value()] = st.job;
+  Advance(1);
+  ASSERT_TRUE(sched_->Finish(on[1], now_).ok());
+  ASSERT_TRUE(sched_->Finish(on[3], now_).ok());
+  JobSpec g = Job(100, q, 16);
+  g.runtime_estimate = Seconds(3600);
+  Submit(g);
+  EXPECT_EQ(Started(Cycle()), std::vector<int64_t>{100});
 }
 
 TEST_F(SchedulerTest, LargeJobDoesNotStarveBehindSmallOnes) {

@@ -302,7 +302,11 @@ struct Simulator::Impl {
     s.interval = Interval(j, alloc);
     out.jobs[i].checkpoint_interval = s.interval;
     s.run_start = now;
-    if (out.jobs[i].first_start.value() < 0) out.jobs[i].first_start = now;
+    if (out.jobs[i].first_start.value() < 0) {
+      out.jobs[i].first_start = now;
+      out.jobs[i].nodes = static_cast<int32_t>(placement.tasks.size());
+      out.jobs[i].groups_used = placement.score.groups_used;
+    }
     // Placed on a node that failed but is not detected yet: it never runs.
     for (const sched::Task& t : placement.tasks) {
       if (down_count[t.node.value()] > 0) {

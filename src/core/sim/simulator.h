@@ -46,6 +46,10 @@ struct JobRecord {
   Duration held;                 // wall time holding GPUs
   Duration checkpoint_interval;  // of its last run (Young-Daly's, a fixed one); 0: none
   bool infeasible = false;
+  // Its first placement: nodes, and groups used at each tier (leaves,
+  // spines...); 0 and empty until it starts.
+  int32_t nodes = 0;
+  std::vector<int32_t> groups_used;
 };
 
 struct Sample {
