@@ -15,8 +15,10 @@
 
 #include "cli/commands.h"
 #include "core/sim/simulator.h"
+#include "core/sim/summary.h"
 #include "io/cluster_reader.h"
 #include "io/resource_tables.h"
+#include "io/sim_writer.h"
 #include "io/table.h"
 #include "io/yaml_fields.h"
 
@@ -147,6 +149,7 @@ int RunBenchPlacement(const PlacementBenchOptions& opt) {
   q.spec.name = "bench";
   config.queues.push_back(q);
   sim::PolicyConfig policy;
+  policy.name = "maxWait " + opt.max_wait;
   if (opt.max_wait != "default") {
     Duration d;
     if (!io::ParseDuration(opt.max_wait, &d) || d.value() < 0) {
@@ -166,17 +169,10 @@ int RunBenchPlacement(const PlacementBenchOptions& opt) {
   }
   const Figures f = Measure(*topo, *work, *out);
   if (!opt.jobs_csv.empty()) {
-    std::ofstream csv(opt.jobs_csv);
-    csv << "job,nodes,seconds,start_s,end_s";
-    for (int t = 0; t < topo->num_tiers(); ++t) csv << "," << topo->tier(t).name << "s";
-    csv << "\n";
-    for (size_t i = 0; i < out->jobs.size(); ++i) {
-      const sim::JobRecord& r = out->jobs[i];
-      csv << i + 1 << "," << (*work)[i].nodes << "," << (*work)[i].seconds << ","
-          << ToSeconds(r.first_start) << "," << ToSeconds(r.end);
-      for (int32_t g : r.groups_used) csv << "," << g;
-      csv << "\n";
-    }
+    std::vector<std::string> tiers;
+    for (int t = 0; t < topo->num_tiers(); ++t) tiers.push_back(topo->tier(t).name);
+    std::ofstream csv(opt.jobs_csv, std::ios::binary);
+    csv << io::SimJobsCsv({io::SimRun{sim::Summarize(*out, config), &*out}}, tiers, {"bench"});
     if (!csv) {
       std::cerr << "error: --jobs " << opt.jobs_csv << ": cannot write\n";
       return kExitFailed;

@@ -36,6 +36,7 @@ struct SimOptions {
   std::string output = "text";
   std::string report;
   std::string timeseries;
+  std::string jobs;
   bool progress = true;
   bool timing = false;
 };
@@ -211,6 +212,14 @@ int RunSim(const SimOptions& opt) {
     Status st = WriteFile(opt.timeseries, io::SimSeriesCsv(runs));
     if (!st.ok()) return Fail(st.message());
   }
+  if (!opt.jobs.empty()) {
+    std::vector<std::string> tiers, queues;
+    for (int t = 0; t < file.topology->num_tiers(); ++t)
+      tiers.push_back(file.topology->tier(t).name);
+    for (const sim::QueueConfig& q : file.config.queues) queues.push_back(q.spec.name);
+    Status st = WriteFile(opt.jobs, io::SimJobsCsv(runs, tiers, queues));
+    if (!st.ok()) return Fail(st.message());
+  }
   if (opt.output == "json") {
     std::cout << io::SimJson(header, runs);
   } else {
@@ -219,6 +228,7 @@ int RunSim(const SimOptions& opt) {
     if (opt.timing) tail += "; peak RSS " + std::to_string(PeakRssBytes() / (1 << 20)) + " MiB";
     if (!opt.report.empty()) tail += "; report " + opt.report;
     if (!opt.timeseries.empty()) tail += "; time series " + opt.timeseries;
+    if (!opt.jobs.empty()) tail += "; jobs " + opt.jobs;
     if (!tail.empty()) std::cout << "\n" << tail.substr(2) << "\n";
   }
   return kExitOk;
@@ -245,6 +255,9 @@ void AddSimCommand(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--report", opt->report, "write a self-contained HTML report here");
   cmd->add_option("--timeseries", opt->timeseries, "write the time series as CSV here");
+  cmd->add_option("--jobs", opt->jobs,
+                  "write every job's fate as CSV here: submit, start, end, wait, GPUs, nodes, "
+                  "groups per tier, failures, preemptions, lost work (a row per job and policy)");
   cmd->add_flag("!--no-progress", opt->progress, "no progress bar on stderr");
   cmd->add_flag("--timing", opt->timing,
                 "also report the scheduler's wall time per cycle and peak memory (these vary "

@@ -92,6 +92,16 @@ std::vector<std::pair<std::string, std::vector<std::string>>> ComparisonRows(
     return s.makespan_seconds < 0 ? std::string("- (not all done)")
                                   : HumanSeconds(s.makespan_seconds);
   });
+  const std::string tier = runs.empty() ? std::string("group") : runs[0].summary.group_tier;
+  add(tier + " groups per multi-node gang (fewest)", [](const S& s) {
+    return s.gangs == 0
+               ? std::string("- (none)")
+               : Fixed(s.groups_per_gang, 3) + " (" + Fixed(s.groups_per_gang_bound, 3) + ")";
+  });
+  add("gangs on the fewest " + tier + " groups", [](const S& s) {
+    return s.gangs == 0 ? std::string("- (none)")
+                        : Thousands(s.gangs_on_fewest) + " / " + Thousands(s.gangs);
+  });
   add("failures, lost GPU-h", [](const S& s) {
     return Thousands(s.failures) + ", " + Thousands(std::llround(s.failure_lost_gpu_hours));
   });
@@ -169,6 +179,13 @@ std::string SimJson(const SimHeader& h, const std::vector<SimRun>& runs) {
     p["checkpointIntervalSeconds"] = PercentilesJson(s.checkpoint_interval);
     p["makespanSeconds"] = s.makespan_seconds < 0 ? nlohmann::ordered_json()
                                                   : nlohmann::ordered_json(s.makespan_seconds);
+    if (s.gangs > 0) {
+      p["gangs"] = {{"multiNode", s.gangs},
+                    {"tier", s.group_tier},
+                    {"groupsPerGang", s.groups_per_gang},
+                    {"groupsPerGangBound", s.groups_per_gang_bound},
+                    {"onFewest", s.gangs_on_fewest}};
+    }
     p["bySize"] = GroupsJson(s.by_size);
     p["byQueue"] = GroupsJson(s.by_queue);
     p["failures"] = {{"count", s.failures}, {"lostGpuHours", s.failure_lost_gpu_hours}};
@@ -205,6 +222,54 @@ std::string SimSeriesCsv(const std::vector<SimRun>& runs) {
           << "," << s.down_gpus << "," << s.running_jobs << "," << s.pending_jobs << ","
           << s.failures << "," << Fixed(s.lost_gpu_seconds / 3600.0, 3) << "," << s.drained_gpus
           << "," << Fixed(s.useful_gpu_seconds / 3600.0, 3) << "\n";
+    }
+  }
+  return out.str();
+}
+
+namespace {
+
+// Seconds with up to 3 decimals; empty for a time that never came.
+std::string CsvSeconds(Time t) { return t.value() < 0 ? "" : Fixed(ToSeconds(t), 3); }
+
+// A CSV cell: quoted when it holds a comma, a quote or a line break.
+std::string CsvCell(const std::string& s) {
+  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+const char* JobState(const sim::JobRecord& r) {
+  if (r.infeasible) return "infeasible";
+  if (r.end.value() >= 0) return "done";
+  return r.first_start.value() >= 0 ? "running" : "pending";
+}
+
+}  // namespace
+
+std::string SimJobsCsv(const std::vector<SimRun>& runs, const std::vector<std::string>& tiers,
+                       const std::vector<std::string>& queues) {
+  std::ostringstream out;
+  out << "policy,job,name,queue,gpus,submit_s,start_s,end_s,wait_s,nodes";
+  for (const std::string& t : tiers) out << "," << CsvCell(t + "_groups");
+  out << ",failures,preemptions,lost_gpu_seconds,state\n";
+  for (const SimRun& run : runs) {
+    for (const sim::JobRecord& r : run.output->jobs) {
+      const bool started = r.first_start.value() >= 0;
+      const std::string queue = r.queue >= 0 && static_cast<size_t>(r.queue) < queues.size()
+                                    ? queues[r.queue]
+                                    : std::to_string(r.queue);
+      out << CsvCell(run.summary.policy) << "," << r.id << "," << CsvCell(r.name) << ","
+          << CsvCell(queue) << "," << r.gpus.value() << "," << CsvSeconds(r.submit) << ","
+          << CsvSeconds(r.first_start) << "," << CsvSeconds(r.end) << ","
+          << (started ? Fixed(ToSeconds(r.first_start - r.submit), 3) : "") << "," << r.nodes;
+      for (size_t t = 0; t < tiers.size(); ++t) {
+        out << ",";
+        if (t < r.groups_used.size()) out << r.groups_used[t];
+      }
+      out << "," << r.failures << "," << r.preemptions << "," << r.lost_gpu_seconds << ","
+          << JobState(r) << "\n";
     }
   }
   return out.str();

@@ -32,6 +32,14 @@ std::string SimJson(const SimHeader& h, const std::vector<SimRun>& runs);
 // One row per sample and policy: time, GPUs allocated, failed, drained,
 // jobs, failures and work lost and kept so far.
 std::string SimSeriesCsv(const std::vector<SimRun>& runs);
+// One row per job and policy (`unipool sim --jobs`): its id and name, queue,
+// GPUs, submit, first start and end in seconds (empty when it never
+// started or ended), wait, the nodes and the groups per tier of its first
+// placement (`tiers`: the cluster's tier names, a column each), failures,
+// preemptions, lost GPU-seconds and its state (done, running, pending or
+// infeasible).
+std::string SimJobsCsv(const std::vector<SimRun>& runs, const std::vector<std::string>& tiers,
+                       const std::vector<std::string>& queues);
 // The side-by-side summary's rows: a label, then one cell per run.
 std::vector<std::pair<std::string, std::vector<std::string>>> ComparisonRows(
     const std::vector<SimRun>& runs);

@@ -89,11 +89,13 @@ struct SchedulerOptions {
   // group that frees first is reserved for it. 0: start as soon as it fits.
   Duration compact_max_wait = Seconds(60);
   // The share of a gang's step spent in collectives when placed compactly,
-  // for jobs that give none (JobSpec::comm_share): measured LLM training
+  // for jobs that give none (JobSpec::comm_share). Measured LLM training
   // spends 20% to over 50% of an iteration communicating (Analyzing
-  // Communication Predictability in LLM Training, arXiv 2512, 2025); the
-  // upper end, as the gangs that care about placement are the large ones.
-  double comm_share = 0.5;
+  // Communication Predictability in LLM Training, arXiv 2512, 2025), more
+  // where links are oversubscribed; the default errs toward compact, as
+  // compact_max_wait bounds what waiting can cost, and sits on the plateau
+  // of the measured curve (0.85 to 1 place the same; docs/scheduling.md).
+  double comm_share = 0.9;
   // Fail jobs that can never run instead of keeping them pending.
   bool fail_infeasible = false;
   // Upper bound on placement attempts in one cycle (pending jobs beyond it

@@ -52,6 +52,17 @@ struct JobState {
   int64_t stop_loss = 0;  // GPU-seconds a preemption under way will lose
 };
 
+// The fewest groups per tier that `nodes` nodes fit in, by the size of a
+// tier's first group.
+std::vector<int32_t> GroupsNeeded(const Topology& topo, int32_t nodes) {
+  std::vector<int32_t> need;
+  for (int t = 0; t < topo.num_tiers(); ++t) {
+    const int32_t per = std::max<int32_t>(1, topo.group_num_nodes(t, GroupId(0)));
+    need.push_back((nodes + per - 1) / per);
+  }
+  return need;
+}
+
 }  // namespace
 
 struct Simulator::Impl {
@@ -133,6 +144,12 @@ struct Simulator::Impl {
     }
     Push(Time(0), Ev::kSample);
     out.cluster_gpus = topo.num_gpus().value();
+    for (int t = 0; t < topo.num_tiers() && out.gang_tier < 0; ++t) {
+      if (topo.group_num_nodes(t, GroupId(0)) > 1) {
+        out.gang_tier = t;
+        out.gang_tier_name = topo.tier(t).name;
+      }
+    }
     out.policy = policy.name;
     return Status::Ok();
   }
@@ -306,6 +323,7 @@ struct Simulator::Impl {
       out.jobs[i].first_start = now;
       out.jobs[i].nodes = static_cast<int32_t>(placement.tasks.size());
       out.jobs[i].groups_used = placement.score.groups_used;
+      out.jobs[i].groups_needed = GroupsNeeded(topo, out.jobs[i].nodes);
     }
     // Placed on a node that failed but is not detected yet: it never runs.
     for (const sched::Task& t : placement.tasks) {

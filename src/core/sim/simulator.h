@@ -50,6 +50,9 @@ struct JobRecord {
   // spines...); 0 and empty until it starts.
   int32_t nodes = 0;
   std::vector<int32_t> groups_used;
+  // The fewest groups per tier its nodes could fit in (its nodes over a
+  // group's), for comparison with groups_used.
+  std::vector<int32_t> groups_needed;
 };
 
 struct Sample {
@@ -76,6 +79,10 @@ struct SimOutput {
   std::string policy;
   Time end;  // simulated time reached
   int64_t cluster_gpus = 0;
+  // The lowest tier whose groups hold more than one node ("leaf", "rack"),
+  // where the summary counts gangs' groups; -1 when there is none.
+  int32_t gang_tier = -1;
+  std::string gang_tier_name;
   std::vector<JobRecord> jobs;  // in job order
   std::vector<Sample> series;
   std::vector<FailureRecord> failures;

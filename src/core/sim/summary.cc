@@ -72,6 +72,24 @@ struct Acc {
   }
 };
 
+// The compactness of the multi-node gangs at the lowest tier.
+void SummarizeGangs(const SimOutput& out, Summary& s) {
+  s.group_tier = out.gang_tier_name;
+  const size_t t = static_cast<size_t>(out.gang_tier);
+  if (out.gang_tier < 0) return;
+  double used = 0, bound = 0;
+  for (const JobRecord& j : out.jobs) {
+    if (j.nodes < 2 || j.groups_used.size() <= t || j.groups_needed.size() <= t) continue;
+    s.gangs++;
+    used += j.groups_used[t];
+    bound += j.groups_needed[t];
+    s.gangs_on_fewest += j.groups_used[t] <= j.groups_needed[t];
+  }
+  if (s.gangs == 0) return;
+  s.groups_per_gang = used / static_cast<double>(s.gangs);
+  s.groups_per_gang_bound = bound / static_cast<double>(s.gangs);
+}
+
 }  // namespace
 
 Summary Summarize(const SimOutput& out, const SimConfig& config) {
@@ -121,6 +139,7 @@ Summary Summarize(const SimOutput& out, const SimConfig& config) {
     }
     s.makespan_seconds = ToSeconds(last - first);
   }
+  SummarizeGangs(out, s);
   for (auto& [b, acc] : sizes) {
     acc.row.name = kBucketName[b];
     s.by_size.push_back(acc.Finish());

@@ -54,6 +54,13 @@ struct Summary {
   // From the first submission to the last completion, when every feasible
   // job completed; -1 otherwise.
   double makespan_seconds = -1;
+  // Compactness of the gangs that started on more than one node, at the
+  // lowest tier of multi-node groups (SimOutput::gang_tier): their mean groups used, the mean
+  // of the fewest they could use, and how many used the fewest.
+  int64_t gangs = 0;
+  double groups_per_gang = 0, groups_per_gang_bound = 0;
+  int64_t gangs_on_fewest = 0;
+  std::string group_tier;
   std::vector<GroupRow> by_size;
   std::vector<GroupRow> by_queue;
   std::vector<CauseRow> causes;
