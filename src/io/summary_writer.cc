@@ -1,12 +1,12 @@
 #include "io/summary_writer.h"
 
-#include <nlohmann/json.hpp>
-
 #include <cmath>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "io/table.h"
+#include "io/text.h"
 
 namespace unipool::io {
 
@@ -22,7 +22,6 @@ std::string Thousands(int64_t v) {
 
 // `v` rounded to 6 decimals, so that JSON shows 259200 and not
 // 259200.00000000003 (the sums of products of unit conversions).
-static double Tidy(double v) { return std::round(v * 1e6) / 1e6; }
 
 static std::string Fixed(double v, int decimals) {
   char buf[64];

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 
 namespace unipool::io {
 
@@ -122,5 +123,7 @@ std::string Count(int64_t n, std::string_view noun) {
   if (n != 1 && n != -1) out += "s";
   return out;
 }
+
+double Tidy(double v) { return std::round(v * 1e6) / 1e6; }
 
 }  // namespace unipool::io

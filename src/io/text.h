@@ -40,6 +40,10 @@ std::string UrlEncode(std::string_view s);
 // Count(16, "node") is "16 nodes".
 std::string Count(int64_t n, std::string_view noun);
 
+// `v` rounded to 6 decimals, for numbers in JSON output: 259200 rather than
+// the 259200.00000000003 its arithmetic left.
+double Tidy(double v);
+
 // What the rules above say, for error messages.
 extern const char* const kQueueNameRule;
 extern const char* const kLabelKeyRule;
