@@ -98,8 +98,6 @@ Gpus Scheduler::free_gpus() const { return Gpus(global_.Free(topo_->top_tier(), 
 
 // ---- Events -------------------------------------------------------------------
 
-// Default task size: the largest divisor of the job's GPUs that fits the
-// largest node (8 -> 8, 12 -> 6 on 8-GPU nodes, 24 -> 8, 3 -> 3).
 int32_t Scheduler::TaskGpus(const JobSpec& spec) const {
   if (spec.task_gpus > 0) return spec.task_gpus;
   const int64_t gpus = std::max<int64_t>(1, spec.gpus.value());
@@ -295,10 +293,16 @@ Status Scheduler::TaskFailed(JobId id, Time now) {
   return Status::Ok();
 }
 
+// What a stop at `now` costs: the work since the last checkpoint, which is
+// done again, and the restart that redoing it begins with (restart_cost).
+// A run's own start-up was counted with the stop that caused it, so the
+// work counts from the start-up's end: stopped within its start-up, a run
+// loses the time it ran and no more. So the losses of a job add up to at
+// most the time it held its GPUs.
 int64_t Scheduler::LostGpuSeconds(const JobInfo& job, Time now) const {
-  const Time since = std::max(job.last_checkpoint, job.started);
-  const Duration lost = (now > since ? now - since : Duration(0)) + job.spec.restart_cost;
-  return job.allocated().value() * (lost.value() / 1000000000);
+  const Time since = std::max(job.last_checkpoint, job.started + job.spec.restart_cost);
+  const Duration lost = (now - since) + job.spec.restart_cost;  // >= now - started
+  return job.allocated().value() * (std::max<int64_t>(0, lost.value()) / 1000000000);
 }
 
 void Scheduler::Requeue(JobInfo& job, NodeId failed, Time now) {

@@ -199,6 +199,10 @@ class Scheduler {
   // and idle), in words; nullopt when it could. REQUIRES: Check(spec) ok
   // but for the id.
   std::optional<std::string> WhyNever(const JobSpec& spec) const;
+  // The task size a job of `spec` gets: its task_gpus, else the largest
+  // divisor of its GPUs that fits the largest node (8 -> 8, 12 -> 6 on
+  // 8-GPU nodes, 24 -> 8, 3 -> 3).
+  int32_t TaskGpus(const JobSpec& spec) const;
   // A sentence a user understands: why pending, or why placed where it is.
   std::string Explain(JobId job) const;
   std::string ExplainReason(const PendingReason& r) const;
@@ -286,7 +290,6 @@ class Scheduler {
   // Bookkeeping.
   Status Check(const JobSpec& spec) const;
   JobInfo NewJob(const JobSpec& spec, Time submitted) const;
-  int32_t TaskGpus(const JobSpec& spec) const;
   void MakePending(JobInfo& job, Time now);
   void Requeue(JobInfo& job, NodeId failed, Time now);
   void RestartAfterFailure(JobInfo& job, Time now);

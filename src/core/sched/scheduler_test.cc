@@ -66,6 +66,14 @@ class SchedulerTest : public ::testing::Test {
   JobPhase Phase(int64_t id) { return sched_->Find(JobId(id))->phase; }
   const PendingReason& Reason(int64_t id) { return sched_->Find(JobId(id))->reason; }
   void Advance(int64_t seconds) { now_ += Seconds(seconds); }
+  // Job 1 in a new queue: 16 GPUs, a restart (start-up) cost of 60 s,
+  // started by one cycle; what the cycle started.
+  std::vector<StartJob> StartRestartable() {
+    JobSpec j = Job(1, AddQueue("q"), 16);
+    j.restart_cost = Seconds(60);
+    Submit(j);
+    return Of<StartJob>(Cycle());
+  }
 
   std::unique_ptr<Topology> topo_;
   std::unique_ptr<Scheduler> sched_;
@@ -524,11 +532,7 @@ TEST_F(SchedulerTest, ElasticJobsShrinkBeforeAnyoneIsPreempted) {
 }
 
 TEST_F(SchedulerTest, NodeFailureRequeuesFromCheckpointAndExcludesTheNode) {
-  QueueId q = AddQueue("q");
-  JobSpec j = Job(1, q, 16);
-  j.restart_cost = Seconds(60);
-  Submit(j);
-  auto start = Of<StartJob>(Cycle());
+  auto start = StartRestartable();
   ASSERT_EQ(start.size(), 1u);
   const NodeId bad = start[0].placement.tasks[0].node;
   Advance(1000);
@@ -542,6 +546,32 @@ TEST_F(SchedulerTest, NodeFailureRequeuesFromCheckpointAndExcludesTheNode) {
   ASSERT_EQ(restart.size(), 1u);
   for (const Task& t : restart[0].placement.tasks) EXPECT_NE(t.node, bad);
   EXPECT_EQ(sched_->Find(JobId(1))->restarts, 1);
+}
+
+// restart_cost is every run's start-up (reloading the checkpoint). A stop
+// loses the work since the last checkpoint and the restart that follows;
+// the start-up of a run was counted with the stop before it.
+TEST_F(SchedulerTest, LostWorkCountsEachRestartOnceAndNeverExceedsTheTimeHeld) {
+  auto start = StartRestartable();
+  ASSERT_EQ(start.size(), 1u);
+  int64_t held = 0, lost = 0;
+  // No checkpoints; the second run stops 30 s into its start-up.
+  const std::vector<int64_t> runs{1000, 30, 500};
+  const std::vector<int64_t> each{16 * 1000, 16 * 30, 16 * 500};
+  for (size_t r = 0; r < runs.size(); ++r) {
+    Advance(runs[r]);
+    held += 16 * runs[r];
+    ASSERT_TRUE(
+        sched_->SetNodeState(start[0].placement.tasks[0].node, NodeState::kDown, now_).ok());
+    auto d = Cycle();
+    auto rq = Of<RequeueJob>(d);
+    ASSERT_EQ(rq.size(), 1u);
+    EXPECT_EQ(rq[0].lost_gpu_seconds, each[r]) << "run " << r + 1;
+    lost += rq[0].lost_gpu_seconds;
+    start = Of<StartJob>(d);
+    ASSERT_EQ(start.size(), 1u);
+  }
+  EXPECT_EQ(lost, held);  // all of it: nothing was ever checkpointed
 }
 
 TEST_F(SchedulerTest, RepeatedFailuresMakeANodeFlaky) {

@@ -457,9 +457,9 @@ struct Simulator::Impl {
     spec.preemptible = j.preemptible;
     spec.span_partitions = j.span_partitions;
     spec.gpus = j.gpus;
-    spec.task_gpus = j.task_gpus;
+    spec.task_gpus = sched.TaskGpus(spec);  // what the scheduler would choose
     if (j.min_gpus.value() > 0 && j.min_gpus < j.gpus) {
-      const int64_t task = j.task_gpus > 0 ? j.task_gpus : std::min<int64_t>(j.gpus.value(), 8);
+      const int64_t task = spec.task_gpus;
       spec.min_gpus = Gpus(std::max<int64_t>(task, j.min_gpus.value() / task * task));
       // Steps of about 1/16 of the range, in whole tasks dividing it.
       const int64_t range = (j.gpus.value() - spec.min_gpus.value()) / task;

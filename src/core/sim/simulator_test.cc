@@ -221,6 +221,28 @@ TEST(SimulatorTest, PreemptedJobCheckpointsWithinGrace) {
   EXPECT_EQ(o.jobs[0].committed, Seconds(10000));
 }
 
+// An elastic job's steps are whole tasks of the size the scheduler gives it,
+// whatever the node size (they were taken as 8 GPUs on any node).
+TEST(SimulatorTest, ElasticStepsAreWholeTasksOnNodesOfSixteenGpus) {
+  ClusterSpec spec = unipool::testing::ThreeTier(128);
+  spec.generator->partition_tier.clear();
+  spec.generator->gpus_per_node = 16;
+  const Topology topo = Topology::Build(spec).value();
+  SimJob big{1, "big", Seconds(0), Gpus(128)};
+  big.min_gpus = Gpus(32);
+  big.work = Seconds(1000);
+  SimJob other{2, "other", Seconds(0), Gpus(64)};
+  other.work = Seconds(100);
+  Rng rng(1);
+  Result<SimOutput> o = Simulator(topo, OneQueue(), NoFlaky()).Run({other, big}, rng);
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  for (const JobRecord& r : o->jobs) {
+    EXPECT_FALSE(r.infeasible) << r.name;
+    EXPECT_GE(r.end.value(), 0) << r.name << " never ended";
+    EXPECT_EQ(r.committed, r.work) << r.name;
+  }
+}
+
 // The samples a report draws: GPUs drained by maintenance (not counted as
 // failed), each queue's GPUs adding up to the allocated ones, and useful
 // work that only grows and ends at the run's total.
