@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <cstdio>
@@ -57,6 +58,33 @@ const char* TypeName(Metrics::Type t) {
       return "histogram";
   }
   return "untyped";
+}
+
+// /proc/self/stat's fields, f[i] being field i: 14 and 15 (utime, stime) in
+// ticks, 22 start time in ticks after boot, 23 vsize in bytes, 24 rss in
+// pages. Empty where it cannot be read.
+std::vector<std::string> ProcSelfStat() {
+  std::ifstream stat_file("/proc/self/stat");
+  std::string stat((std::istreambuf_iterator<char>(stat_file)), {});
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos || close + 2 > stat.size()) return {};
+  std::istringstream in(stat.substr(close + 2));
+  std::vector<std::string> f(3);  // the first field after ')' is 3
+  for (std::string v; in >> v;) f.push_back(v);
+  return f;
+}
+
+// The process's start from its ticks after boot and the uptime, never later
+// than now: in some sandboxes the two clocks disagree, and a process that
+// starts in the future would confuse every rate Prometheus computes from it.
+double ProcessStartTime() {
+  const double now = static_cast<double>(time(nullptr));
+  const std::vector<std::string> f = ProcSelfStat();
+  std::ifstream uptime_file("/proc/uptime");
+  double uptime = 0;
+  if (f.size() <= 22 || !(uptime_file >> uptime)) return now;
+  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+  return std::min(now, now - uptime + std::atof(f[22].c_str()) / tick);
 }
 
 }  // namespace
@@ -163,6 +191,7 @@ void DeclareProcessMetrics(Metrics& m) {
   m.Declare("process_max_fds", T::kGauge, "The limit on open file descriptors.");
   m.Declare("process_start_time_seconds", T::kGauge,
             "Start time of the process since the Unix epoch in seconds.");
+  m.Set("process_start_time_seconds", {}, ProcessStartTime());
 }
 
 const char* UnipoolVersion() { return UNIPOOL_VERSION; }
@@ -174,16 +203,7 @@ void DeclareBuildInfo(Metrics& m) {
 }
 
 void UpdateProcessMetrics(Metrics& m) {
-  // /proc/self/stat: fields after the command's closing parenthesis; 14
-  // and 15 (utime, stime) in ticks, 22 start time in ticks after boot, 23
-  // vsize in bytes, 24 rss in pages.
-  std::ifstream stat_file("/proc/self/stat");
-  std::string stat((std::istreambuf_iterator<char>(stat_file)), {});
-  const size_t close = stat.rfind(')');
-  if (close == std::string::npos) return;
-  std::istringstream in(stat.substr(close + 2));
-  std::vector<std::string> f(3);  // f[i] is field i: the first after ')' is 3
-  for (std::string v; in >> v;) f.push_back(v);
+  const std::vector<std::string> f = ProcSelfStat();
   if (f.size() <= 24) return;
   const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
   m.Set("process_cpu_seconds_total", {},
@@ -191,12 +211,6 @@ void UpdateProcessMetrics(Metrics& m) {
   m.Set("process_virtual_memory_bytes", {}, std::atof(f[23].c_str()));
   m.Set("process_resident_memory_bytes", {},
         std::atof(f[24].c_str()) * static_cast<double>(sysconf(_SC_PAGESIZE)));
-  std::ifstream uptime_file("/proc/uptime");
-  double uptime = 0;
-  if (uptime_file >> uptime) {
-    const double boot = static_cast<double>(time(nullptr)) - uptime;
-    m.Set("process_start_time_seconds", {}, boot + std::atof(f[22].c_str()) / tick);
-  }
   int fds = 0;
   if (DIR* d = opendir("/proc/self/fd")) {
     while (readdir(d)) ++fds;

@@ -64,7 +64,8 @@ std::string RenderLabels(const Labels& labels);
 
 // The process_* families of Prometheus' client libraries, for this
 // process: CPU seconds, resident and virtual memory, open and maximum file
-// descriptors, start time. Declare once; Update before each Render.
+// descriptors, start time (set by Declare, at most now). Declare once, at
+// start-up; Update before each Render.
 void DeclareProcessMetrics(Metrics& m);
 void UpdateProcessMetrics(Metrics& m);
 
