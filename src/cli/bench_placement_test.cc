@@ -14,9 +14,14 @@ namespace {
 
 using Json = nlohmann::json;
 
-// Placement figures are the scheduler's decisions, not timings: on the
-// simulator they are exact; live they move a little with when each report
-// lands, so the live test keeps a margin below the targets' 1.30 and 440.
+// On the simulator the placement figures are exact and the test holds them
+// to issue 19's targets (1.30 leaves per gang, 440 gangs on the fewest).
+// Live, each decision also depends on when each report and each cycle
+// lands, and small differences cascade: 2 busy cores moved the figures from
+// 1.289 to between 1.255 and 1.343 leaves per gang. The live figure is a
+// benchmark's (docs/benchmarks.md, median of 3); the live test asks only
+// that the server waits for compact placements as the simulator does, with
+// bounds halfway to what not waiting gives (--max-wait 0s: 1.706, 398).
 void ExpectCompact(const Json& j, double max_leaves, int64_t min_fewest) {
   EXPECT_EQ(j["jobs"], 800) << j.dump();
   EXPECT_EQ(j["multiNodeGangs"], 470) << j.dump();
@@ -43,7 +48,7 @@ TEST(BenchPlacementTest, ALiveServerPlacesTheWorkloadAsCompactly) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const Json j = Json::parse(r.out);
   EXPECT_EQ(j["mode"], "live") << r.out;
-  ExpectCompact(j, 1.33, 430);
+  ExpectCompact(j, 1.50, 425);
   // Every job ran to its report or its time limit, and nothing is left.
   const Json left = s.Call("GET", "/v1/jobs?state=Running", "admin").json();
   EXPECT_TRUE(left["items"].empty()) << left.dump();
