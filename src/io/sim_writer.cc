@@ -16,6 +16,16 @@ namespace {
 
 std::string Pct(double share) { return Fixed(share * 100, 1) + "%"; }
 
+// Hours to 9 decimals (3.6 us), without trailing zeros: a sample a second
+// apart from the next stays apart (at 3 decimals both read 3.6 s apart or
+// the same).
+std::string Hours(double hours) {
+  std::string s = Fixed(hours, 9);
+  s.erase(s.find_last_not_of('0') + 1);
+  if (s.back() == '.') s.pop_back();
+  return s;
+}
+
 std::string GroupTable(const std::vector<sim::GroupRow>& rows, const char* first) {
   Table t({first, "JOBS", "DONE", "WAIT P50", "WAIT P99", "JCT P50", "JCT P99", "ETTR", "FAILURES",
            "MTTI", "PREEMPTED", "LOST GPU-H"});
@@ -218,10 +228,10 @@ std::string SimSeriesCsv(const std::vector<SimRun>& runs) {
          "lost_gpu_hours,drained_gpus,useful_gpu_hours\n";
   for (const SimRun& r : runs) {
     for (const sim::Sample& s : r.output->series) {
-      out << r.summary.policy << "," << Fixed(ToSeconds(s.t) / 3600, 3) << "," << s.allocated_gpus
+      out << r.summary.policy << "," << Hours(ToSeconds(s.t) / 3600) << "," << s.allocated_gpus
           << "," << s.down_gpus << "," << s.running_jobs << "," << s.pending_jobs << ","
-          << s.failures << "," << Fixed(s.lost_gpu_seconds / 3600.0, 3) << "," << s.drained_gpus
-          << "," << Fixed(s.useful_gpu_seconds / 3600.0, 3) << "\n";
+          << s.failures << "," << Hours(s.lost_gpu_seconds / 3600.0) << "," << s.drained_gpus << ","
+          << Hours(s.useful_gpu_seconds / 3600.0) << "\n";
     }
   }
   return out.str();
