@@ -382,7 +382,7 @@ int RunNodeAction(ActionFlags& f, const std::string& action) {
 
 struct QueueFlags {
   Common c;
-  std::string name, parent, policy, grace;
+  std::string name, parent, policy, order, grace;
   std::optional<int64_t> guarantee, limit, weight;
   std::optional<bool> reject_infeasible;
 };
@@ -393,9 +393,9 @@ int RunQueueSet(QueueFlags& f) {
     Json body = Json::object();
     Result<Json> cur = client.Call("GET", "/v1/queues/" + io::UrlEncode(f.name));
     if (cur.ok()) {
-      for (const char* k : {"parent", "guarantee", "limit", "weight", "policy", "graceSeconds",
-                            "maxJobs", "maxSpecBytes", "maxSubmitsPerMinute", "runAs", "allowRoot",
-                            "rejectInfeasible"}) {
+      for (const char* k :
+           {"parent", "guarantee", "limit", "weight", "policy", "order", "graceSeconds", "maxJobs",
+            "maxSpecBytes", "maxSubmitsPerMinute", "runAs", "allowRoot", "rejectInfeasible"}) {
         if (!cur->contains(k)) continue;
         body[k] = (*cur)[k];
       }
@@ -407,6 +407,7 @@ int RunQueueSet(QueueFlags& f) {
     if (f.limit) body["limit"] = *f.limit;
     if (f.weight) body["weight"] = *f.weight;
     if (!f.policy.empty()) body["policy"] = f.policy;
+    if (!f.order.empty()) body["order"] = f.order;
     if (f.reject_infeasible) body["rejectInfeasible"] = *f.reject_infeasible;
     if (!f.grace.empty()) {
       Duration d;
@@ -530,6 +531,10 @@ void AddClientCommands(CLI::App& app, int& exit_code) {
   cmd->add_option("--weight", queue->weight, "fair-share weight (>= 1)");
   cmd->add_option("--policy", queue->policy, "best-effort or fifo")
       ->check(CLI::IsMember({"best-effort", "fifo"}));
+  cmd->add_option("--order", queue->order,
+                  "order of jobs of the same priority: submission (first come, first served), "
+                  "sjf (shortest time limit first) or las (least GPU-time received first)")
+      ->check(CLI::IsMember({"submission", "sjf", "las"}));
   cmd->add_option("--grace", queue->grace, "checkpoint grace for its preempted jobs, e.g. 120s");
   cmd->add_option("--reject-infeasible", queue->reject_infeasible,
                   "true: refuse at submission a job that can never run (more GPUs than the "

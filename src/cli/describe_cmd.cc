@@ -188,6 +188,7 @@ int DescribeQueue(const Client& client, const DescribeFlags& f) {
   Field("Limit", gpus("limit"));
   Field("Weight", Cell(q, "weight"));
   Field("Policy", Cell(q, "policy"));
+  Field("Order", Cell(q, "order"));
   Field("Grace", Cell(q, "graceSeconds") + "s (to checkpoint when preempted)");
   Field("Used", io::Count(q.value("usedGpus", 0), "GPU") +
                     (q.value("guarantee", 0) > 0 && q.value("usedGpus", 0) > q.value("guarantee", 0)

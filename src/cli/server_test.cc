@@ -129,6 +129,47 @@ TEST(ServerTest, NodesAndQueuesFromTheCli) {
   EXPECT_NE(status.out.find("32 free"), std::string::npos) << status.out;
 }
 
+// A queue ordered shortest job first (sjf) starts the waiting job with the
+// shortest time limit first; jobs already waiting, recovered by a restart,
+// are re-sorted when the order changes.
+TEST(ServerTest, AnSjfQueueStartsTheShortestTimeLimitFirst) {
+  TestServer s;
+  s.Start();
+  s.UseCli("admin");
+  const int64_t blocker = Submit(s, "tenant-a", JobYaml("blocker", "team-a", 32));
+  const Json running = WaitForState(s, blocker, "Running");
+  std::vector<int64_t> waiting;  // time limits of 3 h, none, 1 h, 2 h
+  for (const char* limit : {"3h", "", "1h", "2h"}) {
+    const std::string extra = *limit ? std::string("  timeLimit: ") + limit + "\n" : "";
+    waiting.push_back(Submit(s, "tenant-a", JobYaml("w", "team-a", 32, extra)));
+  }
+  s.Stop();
+  s.Start();  // (which sets team-a back to its defaults)
+  RunResult set = RunUnipool({"queue", "set", "team-a", "--order", "sjf"});
+  ASSERT_EQ(set.exit_code, 0) << set.err;
+  EXPECT_EQ(s.Call("GET", "/v1/queues/team-a", "admin").json()["order"], "sjf");
+  EXPECT_EQ(RunUnipool({"queue", "set", "team-a", "--order", "shortest"}).exit_code, 2);
+  HttpReply bad = s.Call("PUT", "/v1/queues/team-a", "admin", R"({"order": "random"})");
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  EXPECT_NE(bad.body.find("order: expected submission, sjf or las"), std::string::npos) << bad.body;
+  auto finish = [&](int64_t id, const Json& job) {
+    HttpReply r = s.Call("POST", "/v1/jobs/" + std::to_string(id) + "/report", "admin",
+                         Json{{"generation", job["generation"]}, {"kind", "succeeded"}}.dump());
+    ASSERT_EQ(r.status, 200) << r.body;
+  };
+  finish(blocker, running);
+  for (int64_t next : {waiting[2], waiting[3], waiting[0], waiting[1]}) {
+    const Json job = WaitForState(s, next, "Running");
+    for (int64_t other : waiting) {
+      if (other == next) continue;
+      const std::string state =
+          s.Call("GET", "/v1/jobs/" + std::to_string(other), "admin").json()["state"];
+      EXPECT_NE(state, "Running") << "job " << other << " runs beside " << next;
+    }
+    finish(next, job);
+  }
+}
+
 // Scheduling end to end: the server runs the core scheduler. A high-priority
 // job preempts a low one, which stops (reported by its agent) and resumes.
 TEST(ServerTest, PreemptionThroughTheApi) {

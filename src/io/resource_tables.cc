@@ -132,7 +132,8 @@ std::vector<std::string> NodeRow(const Json& n, bool wide, int64_t now) {
 std::vector<std::string> QueueHeader(bool wide) {
   std::vector<std::string> h = {"NAME",   "PARENT", "GUARANTEE", "LIMIT",
                                 "WEIGHT", "USED",   "PENDING",   "RUNNING"};
-  if (wide) h.insert(h.end(), {"POLICY", "GRACE", "PENDING-GPUS", "USAGE-GPU-H", "FAIRSHARE"});
+  if (wide)
+    h.insert(h.end(), {"POLICY", "ORDER", "GRACE", "PENDING-GPUS", "USAGE-GPU-H", "FAIRSHARE"});
   return h;
 }
 
@@ -148,8 +149,9 @@ std::vector<std::string> QueueRow(const Json& q, bool wide, int64_t) {
                                 Cell(q, "limit"),       Cell(q, "weight"),     Cell(q, "usedGpus"),
                                 Cell(q, "pendingJobs"), Cell(q, "runningJobs")};
   if (wide) {
-    r.insert(r.end(), {Cell(q, "policy"), Cell(q, "graceSeconds") + "s", Cell(q, "pendingGpus"),
-                       Fixed(q, "usageGpuHours", "%.1f"), Fixed(q, "fairShare", "%.3f")});
+    r.insert(r.end(), {Cell(q, "policy"), Cell(q, "order"), Cell(q, "graceSeconds") + "s",
+                       Cell(q, "pendingGpus"), Fixed(q, "usageGpuHours", "%.1f"),
+                       Fixed(q, "fairShare", "%.3f")});
   }
   return r;
 }

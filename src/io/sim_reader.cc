@@ -47,18 +47,22 @@ Result<int> TierIndex(const Topology& topo, const YAML::Node& node, const std::s
 }
 
 Status ReadQueue(const YAML::Node& node, const std::string& path, sched::QueueSpec* q) {
-  Result<Fields> f = Fields::Of(node, path,
-                                {"name", "parent", "guarantee", "limit", "weight", "policy", "grace"});
+  Result<Fields> f = Fields::Of(
+      node, path, {"name", "parent", "guarantee", "limit", "weight", "policy", "order", "grace"});
   if (!f.ok()) return f.status();
   int64_t guarantee = 0, limit = 0;
-  std::string policy = "best-effort";
+  std::string policy = "best-effort", order = sched::QueueOrderName(q->order);
   UNIPOOL_RETURN_IF_ERROR(f->String("name", &q->name, true));
   UNIPOOL_RETURN_IF_ERROR(f->String("parent", &q->parent));
   UNIPOOL_RETURN_IF_ERROR(f->Int("guarantee", &guarantee, 0, int64_t{1} << 30));
   UNIPOOL_RETURN_IF_ERROR(f->Int("limit", &limit, 0, int64_t{1} << 30));
   UNIPOOL_RETURN_IF_ERROR(f->Int("weight", &q->weight, 1, 1000000));
   UNIPOOL_RETURN_IF_ERROR(f->String("policy", &policy));
+  UNIPOOL_RETURN_IF_ERROR(f->String("order", &order));
   UNIPOOL_RETURN_IF_ERROR(f->Dur("grace", &q->grace));
+  if (!sched::ParseQueueOrder(order, &q->order)) {
+    return Expected(f->Get("order"), f->PathOf("order"), "submission, sjf or las");
+  }
   if (policy != "best-effort" && policy != "fifo") {
     return Expected(f->Get("policy"), f->PathOf("policy"), "best-effort or fifo");
   }
@@ -300,10 +304,10 @@ Status ReadMaintenance(const YAML::Node& node, const std::string& path, const To
 }
 
 Status ReadPolicy(const YAML::Node& node, const std::string& path, sim::PolicyConfig* p) {
-  Result<Fields> f = Fields::Of(node, path,
-                                {"name", "preset", "placer", "preemption", "backfill", "minRuntime",
-                                 "checkpoint", "checkpointInterval", "flakyFailures",
-                                 "compactMaxWait", "commShare"});
+  Result<Fields> f = Fields::Of(
+      node, path,
+      {"name", "preset", "placer", "preemption", "backfill", "minRuntime", "checkpoint",
+       "checkpointInterval", "flakyFailures", "compactMaxWait", "commShare", "queueOrder"});
   if (!f.ok()) return f.status();
   std::string preset;
   UNIPOOL_RETURN_IF_ERROR(f->String("preset", &preset));
@@ -326,6 +330,14 @@ Status ReadPolicy(const YAML::Node& node, const std::string& path, sim::PolicyCo
   UNIPOOL_RETURN_IF_ERROR(f->Dur("minRuntime", &p->scheduler.min_runtime));
   UNIPOOL_RETURN_IF_ERROR(f->Dur("compactMaxWait", &p->scheduler.compact_max_wait));
   UNIPOOL_RETURN_IF_ERROR(f->Double("commShare", &p->scheduler.comm_share, 0, 1));
+  std::string order;
+  UNIPOOL_RETURN_IF_ERROR(f->String("queueOrder", &order));
+  if (!order.empty()) {
+    if (!sched::ParseQueueOrder(order, &p->queue_order)) {
+      return Expected(f->Get("queueOrder"), f->PathOf("queueOrder"), "submission, sjf or las");
+    }
+    p->override_queue_order = true;
+  }
   int64_t flaky = p->scheduler.flaky_failures;
   UNIPOOL_RETURN_IF_ERROR(f->Int("flakyFailures", &flaky, 1, 1 << 30));
   p->scheduler.flaky_failures = static_cast<int>(flaky);
@@ -405,7 +417,8 @@ Status ReadSpec(const YAML::Node& node, const std::string& file, const std::stri
 }  // namespace
 
 std::vector<std::string> PolicyPresetNames() {
-  return {"default", "fifo", "no-preemption", "first-fit", "young-daly", "fixed-1h", "no-checkpoint"};
+  return {"default",  "fifo",          "no-preemption", "first-fit", "young-daly",
+          "fixed-1h", "no-checkpoint", "sjf",           "las"};
 }
 
 Result<sim::PolicyConfig> PolicyPreset(const std::string& name) {
@@ -429,6 +442,9 @@ Result<sim::PolicyConfig> PolicyPreset(const std::string& name) {
   } else if (name == "no-checkpoint") {
     p.override_checkpoint = true;
     p.checkpoint = sim::CheckpointMode::kNone;
+  } else if (name == "sjf" || name == "las") {
+    p.override_queue_order = true;
+    sched::ParseQueueOrder(name, &p.queue_order);
   } else {
     std::string names;
     for (const std::string& n : PolicyPresetNames()) names += (names.empty() ? "" : ", ") + n;

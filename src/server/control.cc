@@ -325,7 +325,7 @@ Status ControlPlane::RecoverJob(JobRecord& job) {
     job.state = JobState::kPending;
     EndRun(job, Now());
   }
-  return sched_->Submit(*spec, job.submitted);
+  return sched_->Submit(*spec, job.submitted, GpuSecondsAt(job, Now()));
 }
 
 // ---- Helpers ---------------------------------------------------------------

@@ -180,7 +180,7 @@ void ControlPlane::RetryAfterBackoff(Time now, Txn& txn) {
     }
     job.retry_at = Time(0);
     Result<sched::JobSpec> spec = ToSchedSpec(job.id, job.request);
-    Status st = spec.ok() ? sched_->Submit(*spec, job.submitted) : spec.status();
+    Status st = spec.ok() ? sched_->Submit(*spec, job.submitted, job.gpu_seconds) : spec.status();
     if (!st.ok()) {
       (void)Finish(job, JobState::kFailed, "Failed", "cannot restart: " + st.message(), txn);
     } else {

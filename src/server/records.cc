@@ -292,6 +292,7 @@ Json QueueToJson(const QueueRecord& q) {
               {"limit", q.spec.limit.value()},
               {"weight", q.spec.weight},
               {"policy", kPolicies[static_cast<int>(q.spec.policy)]},
+              {"order", sched::QueueOrderName(q.spec.order)},
               {"graceSeconds", q.spec.grace.value() / 1000000000},
               {"maxJobs", q.limits.max_jobs},
               {"maxSpecBytes", q.limits.max_spec_bytes},
@@ -313,17 +314,12 @@ Json QueueToJson(const QueueRecord& q) {
 // fields and bad values are errors naming `where`.field.
 Result<sched::QueueSpec> QueueSpecFromJson(const Json& j, const std::string& where) {
   if (!j.is_object()) return InvalidArgument(where + ": expected a JSON object");
-  static const std::set<std::string> kKnown = {"name",         "parent",
-                                               "guarantee",    "limit",
-                                               "weight",       "policy",
-                                               "graceSeconds", "usedGpus",
-                                               "pendingJobs",  "runningJobs",
-                                               "pendingGpus",  "maxJobs",
-                                               "maxSpecBytes", "maxSubmitsPerMinute",
-                                               "runAs",        "allowRoot",
-                                               "rejectInfeasible", "usageGpuHours",
-                                               "usageShare",   "weightShare",
-                                               "fairShare"};
+  static const std::set<std::string> kKnown = {
+      "name",        "parent",      "guarantee",        "limit",         "weight",
+      "policy",      "order",       "graceSeconds",     "usedGpus",      "pendingJobs",
+      "runningJobs", "pendingGpus", "maxJobs",          "maxSpecBytes",  "maxSubmitsPerMinute",
+      "runAs",       "allowRoot",   "rejectInfeasible", "usageGpuHours", "usageShare",
+      "weightShare", "fairShare"};
   for (const auto& [key, v] : j.items()) {
     if (!kKnown.contains(key)) {
       return InvalidArgument(where + "." + io::OneLine(io::Truncate(key, 64)) + ": unknown field");
@@ -364,6 +360,12 @@ Result<sched::QueueSpec> QueueSpecFromJson(const Json& j, const std::string& whe
     q.policy = sched::QueuePolicy::kFifo;
   } else if (policy != "best-effort") {
     return InvalidArgument(where + ".policy: expected best-effort or fifo, got '" + policy + "'");
+  }
+  std::string order = sched::QueueOrderName(q.order);
+  UNIPOOL_RETURN_IF_ERROR(str("order", &order));
+  if (!sched::ParseQueueOrder(order, &q.order)) {
+    return InvalidArgument(where + ".order: expected submission, sjf or las, got '" +
+                           io::OneLine(io::Truncate(order, 64)) + "'");
   }
   q.guarantee = Gpus(guarantee);
   q.limit = Gpus(limit);

@@ -8,6 +8,29 @@ const char* QueuePolicyName(QueuePolicy p) {
   return p == QueuePolicy::kFifo ? "fifo" : "best-effort";
 }
 
+const char* QueueOrderName(QueueOrder o) {
+  switch (o) {
+    case QueueOrder::kShortestFirst:
+      return "sjf";
+    case QueueOrder::kLeastAttained:
+      return "las";
+    case QueueOrder::kSubmission:
+      break;
+  }
+  return "submission";
+}
+
+bool ParseQueueOrder(const std::string& name, QueueOrder* out) {
+  for (QueueOrder o :
+       {QueueOrder::kSubmission, QueueOrder::kShortestFirst, QueueOrder::kLeastAttained}) {
+    if (name == QueueOrderName(o)) {
+      *out = o;
+      return true;
+    }
+  }
+  return false;
+}
+
 static Status CheckSpec(const QueueSpec& spec) {
   if (spec.weight < 1) return InvalidArgument("queue '" + spec.name + "': weight must be >= 1");
   if (spec.guarantee.value() < 0 || spec.limit.value() < 0) {

@@ -26,6 +26,19 @@ enum class QueuePolicy {
   kFifo,        // strict: nothing behind the head starts before it
 };
 
+// The order of a queue's pending jobs of the same priority (a higher
+// priority always goes first; ties go to the earlier submission, then the
+// lower id).
+enum class QueueOrder {
+  kSubmission,     // first come, first served
+  kShortestFirst,  // SJF: shortest runtime estimate first; none given: last
+  // LAS (Tiresias): least attained service first, the GPU-seconds a job's
+  // runs have held so far; a new job has none. It orders the queue and
+  // preempts nothing: a running job keeps its GPUs until it ends or is
+  // preempted for the usual reasons (guarantees, priority).
+  kLeastAttained,
+};
+
 struct QueueSpec {
   std::string name;    // unique
   std::string parent;  // "" for a top-level queue
@@ -33,6 +46,7 @@ struct QueueSpec {
   Gpus limit;          // 0 = no limit
   int64_t weight = 1;  // fair-share weight, >= 1
   QueuePolicy policy = QueuePolicy::kBestEffort;
+  QueueOrder order = QueueOrder::kSubmission;
   Duration grace = Seconds(120);  // checkpoint grace given to its preempted jobs
 };
 
@@ -42,7 +56,8 @@ class QueueTree {
   // that already holds jobs is fine (it stops being a leaf only for new
   // children), weight < 1, guarantee above limit.
   Result<QueueId> Add(const QueueSpec& spec);
-  // Changes guarantee, limit, weight, policy or grace (not name or parent).
+  // Changes guarantee, limit, weight, policy, order or grace (not name or
+  // parent).
   Status Update(QueueId q, const QueueSpec& spec);
 
   std::optional<QueueId> Find(const std::string& name) const;
@@ -91,5 +106,9 @@ class QueueTree {
 };
 
 const char* QueuePolicyName(QueuePolicy p);
+// "submission", "sjf" or "las", as the queue API and sim files spell them;
+// ParseQueueOrder is the inverse (false for any other text).
+const char* QueueOrderName(QueueOrder o);
+bool ParseQueueOrder(const std::string& name, QueueOrder* out);
 
 }  // namespace unipool::sched

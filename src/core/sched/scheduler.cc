@@ -164,9 +164,10 @@ JobInfo Scheduler::NewJob(const JobSpec& spec, Time submitted) const {
   return info;
 }
 
-Status Scheduler::Submit(const JobSpec& spec, Time now) {
+Status Scheduler::Submit(const JobSpec& spec, Time now, int64_t attained_gpu_seconds) {
   UNIPOOL_RETURN_IF_ERROR(Check(spec));
   auto [it, fresh] = jobs_.emplace(spec.id, NewJob(spec, now));
+  it->second.attained_gpu_seconds = std::max<int64_t>(0, attained_gpu_seconds);
   MakePending(it->second, now);
   return Status::Ok();
 }
@@ -199,6 +200,7 @@ Status Scheduler::Restore(const JobSpec& spec, const Placement& placement, Time 
   Commit(j, p, partition, started);
   out_.pop_back();  // the StartJob Commit recorded: the job was already running
   j.started = started;
+  j.attained_since = started;
   j.last_checkpoint = std::max(last_checkpoint, started);
   return Status::Ok();
 }
@@ -209,10 +211,47 @@ void Scheduler::MakePending(JobInfo& job, Time now) {
   job.partition = -1;
   job.victims.clear();
   job.reason = reason::New{};
+  job.order_rank = OrderRank(job);
   if (pending_.size() < static_cast<size_t>(queues_.size())) pending_.resize(queues_.size());
-  pending_[job.spec.queue.value()].insert(
-      PendingKey{-job.spec.priority, job.submitted, job.spec.id});
+  pending_[job.spec.queue.value()].insert(KeyOf(job));
   ++pending_count_;
+}
+
+int64_t Scheduler::OrderRank(const JobInfo& job) const {
+  switch (queues_.spec(job.spec.queue).order) {
+    case QueueOrder::kShortestFirst: {
+      const int64_t estimate = job.spec.runtime_estimate.value();
+      return estimate > 0 ? estimate : INT64_MAX;
+    }
+    case QueueOrder::kLeastAttained:
+      return job.attained_gpu_seconds;
+    case QueueOrder::kSubmission:
+      break;
+  }
+  return 0;
+}
+
+void Scheduler::ApplyQueueOrders() {
+  pending_.resize(queues_.size());
+  pending_order_.resize(queues_.size(), QueueOrder::kSubmission);
+  for (size_t q = 0; q < pending_.size(); ++q) {
+    const QueueOrder order = queues_.spec(QueueId(static_cast<int32_t>(q))).order;
+    if (pending_order_[q] == order) continue;
+    pending_order_[q] = order;
+    std::set<PendingKey> sorted;
+    for (const PendingKey& k : pending_[q]) {
+      JobInfo& job = jobs_.at(k.id);
+      job.order_rank = OrderRank(job);
+      sorted.insert(KeyOf(job));
+    }
+    pending_[q].swap(sorted);
+  }
+}
+
+void Scheduler::Accrue(JobInfo& job, Time now) {
+  const int64_t held_ns = std::max<int64_t>(0, (now - job.attained_since).value());
+  job.attained_gpu_seconds += job.allocated().value() * (held_ns / 1000000000);
+  job.attained_since = now;
 }
 
 static Status Unknown(JobId id) {
@@ -237,7 +276,7 @@ Status Scheduler::Cancel(JobId id, Time now) {
   if (it == jobs_.end()) return Unknown(id);
   JobInfo& job = it->second;
   if (job.phase == JobPhase::kPending) {
-    pending_[job.spec.queue.value()].erase(PendingKey{-job.spec.priority, job.submitted, id});
+    pending_[job.spec.queue.value()].erase(KeyOf(job));
     --pending_count_;
   } else {
     Release(job);
@@ -278,6 +317,7 @@ Status Scheduler::Stopped(JobId id, Time now) {
   const int64_t lost = LostGpuSeconds(job, now);
   job.lost_gpu_seconds += lost;
   stats_.preempted_gpu_seconds += lost;
+  Accrue(job, now);
   Release(job);
   MakePending(job, now);
   return Status::Ok();
@@ -311,6 +351,7 @@ void Scheduler::Requeue(JobInfo& job, NodeId failed, Time now) {
   stats_.failed_gpu_seconds += lost;
   stats_.requeues++;
   out_.push_back(RequeueJob{job.spec.id, failed, std::max(job.last_checkpoint, job.started), lost});
+  Accrue(job, now);
   Release(job);
   job.restarts++;
   MakePending(job, now);

@@ -128,6 +128,11 @@ struct JobInfo {
   std::vector<JobId> victims;  // preemptions under way for this job
   Time last_preempt_attempt = Time(-1);
   Time compact_since = Time(-1);  // first chose to wait for a compact place
+  // GPU-seconds its runs have held, up to attained_since (the last start
+  // or resize) for a running job: a QueueOrder::kLeastAttained queue's key.
+  int64_t attained_gpu_seconds = 0;
+  Time attained_since;
+  int64_t order_rank = 0;  // while pending: its rank in its queue's order
   Gpus allocated() const { return placement.gpus(); }
 };
 
@@ -158,7 +163,9 @@ class Scheduler {
   // ---- Events --------------------------------------------------------------
   // Errors: unknown or non-leaf queue, duplicate id, bad shape
   // (gpus not a multiple of task_gpus, task larger than any node, ...).
-  Status Submit(const JobSpec& spec, Time now);
+  // `attained_gpu_seconds`: what its earlier runs held, for a job the
+  // driver queues again (a restart after a backoff, a server's recovery).
+  Status Submit(const JobSpec& spec, Time now, int64_t attained_gpu_seconds = 0);
   // Takes back a job that was running at `placement` before its driver
   // restarted (the server recovering from its store). No decision is made.
   // Errors: as Submit, plus a GPU of the placement not free or not usable.
@@ -229,8 +236,11 @@ class Scheduler {
   Status CheckInvariants() const;
 
  private:
+  // A queue's pending order: priority, then the queue's order (the job's
+  // order_rank), then submission, then id.
   struct PendingKey {
     int32_t neg_priority;
+    int64_t rank;
     Time submitted;
     JobId id;
     auto operator<=>(const PendingKey&) const = default;
@@ -291,6 +301,16 @@ class Scheduler {
   Status Check(const JobSpec& spec) const;
   JobInfo NewJob(const JobSpec& spec, Time submitted) const;
   void MakePending(JobInfo& job, Time now);
+  PendingKey KeyOf(const JobInfo& job) const {
+    return PendingKey{-job.spec.priority, job.order_rank, job.submitted, job.spec.id};
+  }
+  int64_t OrderRank(const JobInfo& job) const;
+  // Re-sorts the pending jobs of every queue whose order changed
+  // (QueueTree::Update) since its jobs were sorted.
+  void ApplyQueueOrders();
+  // Adds what the job's GPUs held since attained_since to its attained
+  // service, counting on from `now`. Before its placement changes.
+  void Accrue(JobInfo& job, Time now);
   void Requeue(JobInfo& job, NodeId failed, Time now);
   void RestartAfterFailure(JobInfo& job, Time now);
   std::optional<NodeId> FindSpare(const JobInfo& job, NodeId failed, int32_t gpus) const;
@@ -310,6 +330,7 @@ class Scheduler {
 
   std::unordered_map<JobId, JobInfo> jobs_;
   std::vector<std::set<PendingKey>> pending_;  // [queue]
+  std::vector<QueueOrder> pending_order_;      // [queue] the order pending_ is in
   size_t pending_count_ = 0;
   std::set<JobId> running_;                      // running and preempting
   std::vector<std::vector<JobId>> node_jobs_;    // [node]

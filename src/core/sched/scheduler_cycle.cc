@@ -20,6 +20,7 @@ void Scheduler::Commit(JobInfo& job, const Placement& p, int32_t partition, Time
   // GPUs that are new (all of them for a start, the growth for a resize).
   std::vector<Task> fresh;
   fresh.reserve(p.tasks.size());
+  if (job.phase == JobPhase::kRunning) Accrue(job, now);
   auto old = job.placement.tasks.begin();
   for (const Task& t : p.tasks) {
     while (old != job.placement.tasks.end() && old->node < t.node) ++old;
@@ -45,6 +46,7 @@ void Scheduler::Commit(JobInfo& job, const Placement& p, int32_t partition, Time
   job.phase = JobPhase::kRunning;
   job.compact_since = Time(-1);
   job.started = now;
+  job.attained_since = now;
   job.last_checkpoint = now;
   job.reason = reason::New{};
   running_.insert(job.spec.id);
@@ -93,6 +95,7 @@ std::vector<Decision> Scheduler::Schedule(Time now) {
   stats_.cycles++;
   CycleState cs;
   cs.now = now;
+  ApplyQueueOrders();
   StopOverdue(now);
   PlacePreemptors(cs);
   PlaceInOrder(cs);
@@ -134,14 +137,14 @@ void Scheduler::PlacePreemptors(CycleState& cs) {
     it = preemptors_.erase(it);
     job.victims.clear();
     if (TryPlace(job, cs)) {
-      pending_[job.spec.queue.value()].erase(
-          PendingKey{-job.spec.priority, job.submitted, job.spec.id});
+      pending_[job.spec.queue.value()].erase(KeyOf(job));
       --pending_count_;
     }
   }
 }
 
-// Hierarchical fair share between queues; priority, then age, within one.
+// Hierarchical fair share between queues; within one, priority, then the
+// queue's order (QueueOrder), then age.
 void Scheduler::PlaceInOrder(CycleState& cs) {
   using Entry = std::tuple<double, int32_t>;  // (share key, queue)
   std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;

@@ -212,6 +212,7 @@ bool Scheduler::TryShrink(JobInfo& job, const PlaceRequest& base, CycleState& cs
   for (Cut& c : cuts) {
     JobInfo& e = jobs_.at(c.id);
     const Gpus from = e.allocated();
+    Accrue(e, cs.now);
     for (const Task& t : c.give) {
       auto& on = node_jobs_[t.node.value()];
       on.erase(std::remove(on.begin(), on.end(), c.id), on.end());

@@ -107,6 +107,10 @@ struct PolicyConfig {
   bool override_checkpoint = false;
   CheckpointMode checkpoint = CheckpointMode::kYoungDaly;
   Duration checkpoint_interval;
+  // Orders every queue's pending jobs this way, whatever the queues say
+  // (the "sjf" and "las" presets).
+  bool override_queue_order = false;
+  sched::QueueOrder queue_order = sched::QueueOrder::kSubmission;
 };
 
 struct SimConfig {

@@ -108,7 +108,9 @@ struct Simulator::Impl {
   Status Setup(std::vector<SimJob> input) {
     if (config.queues.empty()) return InvalidArgument("simulation: at least one queue is required");
     for (const QueueConfig& q : config.queues) {
-      Result<sched::QueueId> id = sched.queues().Add(q.spec);
+      sched::QueueSpec spec = q.spec;
+      if (policy.override_queue_order) spec.order = policy.queue_order;
+      Result<sched::QueueId> id = sched.queues().Add(spec);
       if (!id.ok()) return id.status();
     }
     std::stable_sort(input.begin(), input.end(), [](const SimJob& a, const SimJob& b) {
