@@ -68,6 +68,40 @@ spec:
   EXPECT_EQ(t->LowestCommonTier(NodeId(0), NodeId(1)), 2);
 }
 
+TEST(ClusterReaderTest, ReadsAModelsPowerFiguresAndDerivesTheRest) {
+  Result<ClusterSpec> spec = ParseClusterSpec(R"(apiVersion: unipool/v1
+kind: Cluster
+metadata: {name: lab}
+spec:
+  gpuModels:
+    - {name: X1, bf16Tflops: 500, hbmGB: 96, watts: 600, idleWatts: 40, trainWatts: 520}
+  tiers:
+    - {name: nvlink, bandwidthGbps: 900}
+  generator: {gpus: 8, gpuModel: X1}
+)");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  Result<Topology> t = Topology::Build(*spec);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  const GpuModel& m = t->node_model(NodeId(0));
+  EXPECT_EQ(m.idle_power, Watts(40));
+  EXPECT_EQ(m.train_power, Watts(520));
+  EXPECT_EQ(m.host_power, Watts(321));  // 54% of 600 W, derived
+
+  Result<ClusterSpec> bad = ParseClusterSpec(R"(apiVersion: unipool/v1
+kind: Cluster
+metadata: {name: lab}
+spec:
+  gpuModels:
+    - {name: X1, bf16Tflops: 500, hbmGB: 96, watts: 600, trainWatts: 900}
+  tiers:
+    - {name: nvlink, bandwidthGbps: 900}
+  generator: {gpus: 8, gpuModel: X1}
+)");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("spec.gpuModels[0].trainWatts"), std::string::npos)
+      << bad.status().ToString();
+}
+
 TEST(ClusterReaderTest, ErrorsNameLineColumnAndField) {
   Result<ClusterSpec> spec = ParseClusterSpec(R"(apiVersion: unipool/v1
 kind: Cluster

@@ -20,7 +20,21 @@ const std::vector<GpuModel>& BuiltinGpuModels() {
       {"P40", Tflops(11.8), Tflops(0), GB(24), GBps(346), Watts(250)},
       {"V100-SXM2-32GB", Tflops(125), Tflops(0), GB(32), GBps(900), Watts(300)},
   };
-  return kModels;
+  static const std::vector<GpuModel> kWithPower = [] {
+    std::vector<GpuModel> all;
+    for (const GpuModel& m : kModels) all.push_back(WithPowerDefaults(m));
+    return all;
+  }();
+  return kWithPower;
+}
+
+GpuModel WithPowerDefaults(GpuModel m) {
+  const int64_t tdp = m.power.value();
+  if (m.idle_power.value() == 0) m.idle_power = Watts((tdp * 10 + 50) / 100);
+  if (m.train_power.value() == 0) m.train_power = Watts((tdp * 6 + 3) / 7);   // 600 of 700
+  if (m.host_power.value() == 0) m.host_power = Watts((tdp * 15 + 14) / 28);  // 375 of 700
+  if (m.idle_power > m.train_power) m.idle_power = m.train_power;
+  return m;
 }
 
 static bool EqualsIgnoreCase(std::string_view a, std::string_view b) {

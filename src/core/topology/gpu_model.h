@@ -19,7 +19,21 @@ struct GpuModel {
   Bytes hbm;               // memory size
   Bandwidth hbm_bandwidth; // memory bandwidth, bits/s
   Watts power;             // board power (TDP)
+  // Power model, W per GPU: `idle_power` with no work, `train_power` typical
+  // while training, `host_power` the node's non-GPU draw (CPUs, memory,
+  // NICs, fans) per GPU. 0: derived from `power` (WithPowerDefaults).
+  Watts idle_power;
+  Watts train_power;
+  Watts host_power;
 };
+
+// Fills the power model's zero fields from the board power by the ratios
+// measured on 8-GPU H100 HGX nodes (700 W boards): idle 70 W (10%), about
+// 600 W (86%) per GPU while training and 375 W (54%) of host draw per GPU,
+// which puts a training node at 7.8 kW, 76% of its 10.2 kW nameplate
+// (Newkirk et al., arXiv:2506.14551; Latif et al., IEEE Access 13, 2025,
+// observed at most 8.4 kW).
+GpuModel WithPowerDefaults(GpuModel m);
 
 // The built-in catalog, sorted by name.
 const std::vector<GpuModel>& BuiltinGpuModels();

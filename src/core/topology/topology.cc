@@ -133,7 +133,7 @@ class TopologyBuilder {
     if (t_.models_.size() >= 255) {
       return InvalidArgument(where + ": more than 255 GPU models", loc);
     }
-    t_.models_.push_back(*m);
+    t_.models_.push_back(WithPowerDefaults(*m));
     return static_cast<int>(t_.models_.size() - 1);
   }
 
