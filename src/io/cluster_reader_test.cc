@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "io/summary_writer.h"
 
 namespace unipool::io {
@@ -68,17 +70,24 @@ spec:
   EXPECT_EQ(t->LowestCommonTier(NodeId(0), NodeId(1)), 2);
 }
 
-TEST(ClusterReaderTest, ReadsAModelsPowerFiguresAndDerivesTheRest) {
-  Result<ClusterSpec> spec = ParseClusterSpec(R"(apiVersion: unipool/v1
+// An 8-GPU cluster of one custom model, described by `model` (a flow map).
+std::string OneModelCluster(const std::string& model) {
+  return R"(apiVersion: unipool/v1
 kind: Cluster
 metadata: {name: lab}
 spec:
   gpuModels:
-    - {name: X1, bf16Tflops: 500, hbmGB: 96, watts: 600, idleWatts: 40, trainWatts: 520}
+    - )" +
+         model + R"(
   tiers:
     - {name: nvlink, bandwidthGbps: 900}
   generator: {gpus: 8, gpuModel: X1}
-)");
+)";
+}
+
+TEST(ClusterReaderTest, ReadsAModelsPowerFiguresAndDerivesTheRest) {
+  Result<ClusterSpec> spec = ParseClusterSpec(OneModelCluster(
+      "{name: X1, bf16Tflops: 500, hbmGB: 96, watts: 600, idleWatts: 40, trainWatts: 520}"));
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
   Result<Topology> t = Topology::Build(*spec);
   ASSERT_TRUE(t.ok()) << t.status().ToString();
@@ -87,16 +96,8 @@ spec:
   EXPECT_EQ(m.train_power, Watts(520));
   EXPECT_EQ(m.host_power, Watts(321));  // 54% of 600 W, derived
 
-  Result<ClusterSpec> bad = ParseClusterSpec(R"(apiVersion: unipool/v1
-kind: Cluster
-metadata: {name: lab}
-spec:
-  gpuModels:
-    - {name: X1, bf16Tflops: 500, hbmGB: 96, watts: 600, trainWatts: 900}
-  tiers:
-    - {name: nvlink, bandwidthGbps: 900}
-  generator: {gpus: 8, gpuModel: X1}
-)");
+  Result<ClusterSpec> bad = ParseClusterSpec(
+      OneModelCluster("{name: X1, bf16Tflops: 500, hbmGB: 96, watts: 600, trainWatts: 900}"));
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("spec.gpuModels[0].trainWatts"), std::string::npos)
       << bad.status().ToString();
