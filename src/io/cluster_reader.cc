@@ -134,8 +134,43 @@ Status ReadNode(const YAML::Node& node, int index, const std::vector<TierSpec>& 
   return Status::Ok();
 }
 
+// One cap: {tier, group?, kw | mw}.
+Status ReadPowerCap(const YAML::Node& node, int index, PowerCapSpec* out) {
+  const std::string path = "spec.power.caps[" + std::to_string(index) + "]";
+  Result<Fields> f = Fields::Of(node, path, {"tier", "group", "kw", "mw"});
+  if (!f.ok()) return f.status();
+  out->loc = f->loc();
+  UNIPOOL_RETURN_IF_ERROR(f->String("tier", &out->tier, true));
+  UNIPOOL_RETURN_IF_ERROR(f->String("group", &out->group));
+  if (f->Has("kw") == f->Has("mw")) {
+    return InvalidArgument(path + ": give exactly one of 'kw' or 'mw'", f->loc());
+  }
+  double kw = 0, mw = 0;
+  UNIPOOL_RETURN_IF_ERROR(f->Double("kw", &kw, 0.001, 1e9));
+  UNIPOOL_RETURN_IF_ERROR(f->Double("mw", &mw, 1e-6, 1e6));
+  out->cap = Watts(std::llround(f->Has("kw") ? kw * 1e3 : mw * 1e6));
+  return Status::Ok();
+}
+
+// power: {pue, caps: [...]}
+Status ReadPower(const YAML::Node& node, PowerSpec* out) {
+  Result<Fields> f = Fields::Of(node, "spec.power", {"pue", "caps"});
+  if (!f.ok()) return f.status();
+  out->loc = f->loc();
+  UNIPOOL_RETURN_IF_ERROR(f->Double("pue", &out->pue, 1, 10));
+  std::vector<YAML::Node> items;
+  UNIPOOL_RETURN_IF_ERROR(f->Sequence("caps", &items));
+  if (items.size() > 4096) return Expected(f->Get("caps"), "spec.power.caps", "at most 4096 caps");
+  out->caps.resize(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    UNIPOOL_RETURN_IF_ERROR(ReadPowerCap(items[i], static_cast<int>(i), &out->caps[i]));
+  }
+  return Status::Ok();
+}
+
 Status ReadSpec(const YAML::Node& node, ClusterSpec* out) {
-  Result<Fields> f = Fields::Of(node, "spec", {"gpuModels", "tiers", "generator", "nodes"});
+  Result<Fields> f =
+      Fields::Of(node, "spec", {"gpuModels", "tiers", "generator", "nodes", "power"});
   if (!f.ok()) return f.status();
   out->loc = f->loc();
   std::vector<YAML::Node> items;
@@ -150,6 +185,7 @@ Status ReadSpec(const YAML::Node& node, ClusterSpec* out) {
     out->tiers.emplace_back();
     UNIPOOL_RETURN_IF_ERROR(ReadTier(items[i], static_cast<int>(i), &out->tiers.back()));
   }
+  if (f->Has("power")) UNIPOOL_RETURN_IF_ERROR(ReadPower(f->Get("power"), &out->power));
   if (f->Has("generator") == f->Has("nodes")) {
     return InvalidArgument("spec: give exactly one of 'generator' or 'nodes'", f->loc());
   }

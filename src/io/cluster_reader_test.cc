@@ -103,6 +103,53 @@ TEST(ClusterReaderTest, ReadsAModelsPowerFiguresAndDerivesTheRest) {
       << bad.status().ToString();
 }
 
+// spec.power: caps per tier (every group) or per group, in kW or MW.
+std::string PoweredCluster(const std::string& power) {
+  return R"(apiVersion: unipool/v1
+kind: Cluster
+metadata: {name: hall}
+spec:
+  tiers:
+    - {name: nvlink, bandwidthGbps: 3600, fanout: 1}
+    - {name: rack, bandwidthGbps: 400, fanout: 4}
+    - {name: hall, bandwidthGbps: 400}
+  generator: {gpus: 128, gpuModel: H100-SXM}
+  power: )" +
+         power + "\n";
+}
+
+Status BuildPowered(const std::string& power) {
+  Result<ClusterSpec> spec = ParseClusterSpec(PoweredCluster(power));
+  if (!spec.ok()) return spec.status();
+  return Topology::Build(*spec).status();
+}
+
+TEST(ClusterReaderTest, ReadsPowerCapsAndChecksThemAgainstIdleDraw) {
+  Result<ClusterSpec> spec = ParseClusterSpec(
+      PoweredCluster("{pue: 1.25, caps: [{tier: rack, kw: 40}, {tier: hall, mw: 0.12}, "
+                     "{tier: rack, group: rack-3, kw: 30}]}"));
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  Result<Topology> t = Topology::Build(*spec);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_TRUE(t->has_power_caps());
+  EXPECT_DOUBLE_EQ(t->pue(), 1.25);
+  EXPECT_EQ(t->power_cap(1, GroupId(0)), Watts(40000));
+  EXPECT_EQ(t->power_cap(1, GroupId(3)), Watts(30000));  // the later, named cap wins
+  EXPECT_EQ(t->power_cap(2, GroupId(0)), Watts(120000));
+  EXPECT_EQ(t->power_cap(0, GroupId(0)), Watts(0));
+
+  // A rack of 4 idle 8-GPU H100 nodes draws 14.2 kW.
+  EXPECT_EQ(BuildPowered("{caps: [{tier: rack, kw: 10}]}").message(),
+            "spec.power.caps[0]: 10.0 kW is below the 14.2 kW that rack 'rack-0' draws idle");
+  EXPECT_EQ(BuildPowered("{caps: [{tier: row, kw: 50}]}").message(),
+            "spec.power.caps[0].tier: no tier named 'row'");
+  EXPECT_EQ(BuildPowered("{caps: [{tier: rack, group: rack-9, kw: 50}]}").message(),
+            "spec.power.caps[0].group: no rack named 'rack-9'");
+  EXPECT_EQ(BuildPowered("{caps: [{tier: rack, kw: 50, mw: 1}]}").message(),
+            "spec.power.caps[0]: give exactly one of 'kw' or 'mw'");
+  EXPECT_NE(BuildPowered("{pue: 0.9}").message().find("spec.power.pue"), std::string::npos);
+}
+
 TEST(ClusterReaderTest, ErrorsNameLineColumnAndField) {
   Result<ClusterSpec> spec = ParseClusterSpec(R"(apiVersion: unipool/v1
 kind: Cluster

@@ -111,13 +111,22 @@ struct WaitingForCompact {
   Time until;
   double slowdown;  // of its steps, placed spread
 };
+// Enough GPUs are free, but starting it would take a power domain (`tier`,
+// `group`) over its cap: it waits for running work to end there.
+struct WaitingForPower {
+  Gpus need;
+  int tier;
+  GroupId group;
+  Watts draw;
+  Watts cap;
+};
 }  // namespace reason
 
 using PendingReason =
     std::variant<reason::New, reason::OverLimit, reason::NoBorrowing, reason::NotEnoughGpus,
                  reason::NoContiguousBlock, reason::BehindFifoHead, reason::WaitingForReservation,
                  reason::HoldsReservation, reason::WaitingForPreemption, reason::Infeasible,
-                 reason::WaitingForCompact>;
+                 reason::WaitingForCompact, reason::WaitingForPower>;
 
 // Decisions the scheduler hands to its driver (server or simulator).
 struct StartJob {

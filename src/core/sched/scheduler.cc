@@ -29,7 +29,8 @@ Scheduler::Scheduler(const Topology& topo, SchedulerOptions options)
       global_(topo),
       placer_(options.placer == PlacerKind::kFirstFit
                   ? static_cast<const Placer&>(first_fit_placer_)
-                  : topology_placer_) {
+                  : topology_placer_),
+      power_(topo) {
   const int32_t nodes = topo.num_nodes();
   const size_t parts = topo.partitions().size();
   if (parts > 1) {
@@ -77,9 +78,11 @@ Scheduler::Scheduler(const Topology& topo, SchedulerOptions options)
   }
   global_.Flush();
   for (auto& pool : partitions_) pool->Flush();
+  RefreshPower();
 }
 
 void Scheduler::SetUsable(NodeId node, bool usable) {
+  usable = usable && !power_.hidden(node);
   if (usable) freed_since_grow_ = true;
   global_.SetUsable(node, usable);
   PoolFor(topo_->node_partition(node)).SetUsable(node, usable);
@@ -251,7 +254,40 @@ void Scheduler::ApplyQueueOrders() {
 void Scheduler::Accrue(JobInfo& job, Time now) {
   const int64_t held_ns = std::max<int64_t>(0, (now - job.attained_since).value());
   job.attained_gpu_seconds += job.allocated().value() * (held_ns / 1000000000);
+  job.energy_joules += RunningWatts(job) * (held_ns * 1e-9);
   job.attained_since = now;
+}
+
+int64_t Scheduler::RunningWatts(const JobInfo& job) const {
+  int64_t w = 0;
+  for (const Task& t : job.placement.tasks) {
+    const GpuModel& m = topo_->node_model(t.node);
+    w += CountGpus(t.gpus) * (m.train_power + m.host_power).value();
+  }
+  return w;
+}
+
+double Scheduler::EnergyJoules(const JobInfo& job, Time now) const {
+  if (job.phase != JobPhase::kRunning && job.phase != JobPhase::kPreempting) {
+    return job.energy_joules;
+  }
+  const int64_t held_ns = std::max<int64_t>(0, (now - job.attained_since).value());
+  return job.energy_joules + RunningWatts(job) * (held_ns * 1e-9);
+}
+
+void Scheduler::RefreshPower() {
+  if (!topo_->has_power_caps() || !power_dirty_) return;
+  power_dirty_ = false;
+  std::optional<std::pair<int, GroupId>> first;
+  if (reservation_ && reservation_->tier >= 0) {
+    first = std::make_pair(reservation_->tier, reservation_->group);
+  }
+  const std::vector<NodeId> changed =
+      power_.Refresh([this](NodeId n) { return Eligible(n); }, first);
+  for (NodeId n : changed) SetUsable(n, Eligible(n));
+  if (changed.empty()) return;
+  global_.Flush();
+  for (auto& pool : partitions_) pool->Flush();
 }
 
 static Status Unknown(JobId id) {
@@ -393,10 +429,12 @@ Status Scheduler::SetNodeStates(const std::vector<NodeId>& nodes, NodeState stat
     }
     if (next == NodeState::kUp && old == NodeState::kFlaky) fails.clear();
     node_state_[n] = next;
-    SetUsable(node, next == NodeState::kUp && !spare_[n]);
+    SetUsable(node, Eligible(node));
   }
   global_.Flush();
   for (auto& pool : partitions_) pool->Flush();
+  power_dirty_ = true;
+  RefreshPower();  // before any replacement is placed
   std::set<JobId> hit;
   for (NodeId node : failed)
     hit.insert(node_jobs_[node.value()].begin(), node_jobs_[node.value()].end());
@@ -440,6 +478,7 @@ void Scheduler::RestartAfterFailure(JobInfo& job, Time now) {
     // The spare stops being one; the failed node, once repaired, is the new spare.
     spare_[spare->value()] = false;
     spare_[failed.value()] = true;
+    power_.Unhide(*spare);
     SetUsable(*spare, true);
     fresh.push_back(Task{*spare, AllGpus(static_cast<int32_t>(lost_gpus))});
   } else {

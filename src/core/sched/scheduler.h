@@ -34,6 +34,7 @@
 #include "core/sched/job.h"
 #include "core/sched/placer.h"
 #include "core/sched/pool.h"
+#include "core/sched/power.h"
 #include "core/sched/queues.h"
 
 namespace unipool::sched {
@@ -132,6 +133,7 @@ struct JobInfo {
   // or resize) for a running job: a QueueOrder::kLeastAttained queue's key.
   int64_t attained_gpu_seconds = 0;
   Time attained_since;
+  double energy_joules = 0;  // up to attained_since, as attained_gpu_seconds
   int64_t order_rank = 0;  // while pending: its rank in its queue's order
   Gpus allocated() const { return placement.gpus(); }
 };
@@ -215,7 +217,7 @@ class Scheduler {
   std::string ExplainReason(const PendingReason& r) const;
   // The reason in one word, as squeue's REASON column gives it: Resources,
   // Priority, QueueLimit, NoGuarantee, Topology, Reserved, Preempting,
-  // Infeasible or New.
+  // Power, Infeasible or New.
   static const char* ReasonCode(const PendingReason& r);
   // When a pending job holding a reservation expects to start; -1 when it
   // holds none or the time is unknown.
@@ -231,6 +233,11 @@ class Scheduler {
   const Pool& pool() const { return global_; }
   // Free usable GPUs in the whole cluster.
   Gpus free_gpus() const;
+  // IT power by the GPUs' power model, and the capped power domains.
+  const PowerBudget& power() const { return power_; }
+  // Energy a job's runs have drawn up to `now` (IT energy: its GPUs at
+  // training power plus their share of the host), joules.
+  double EnergyJoules(const JobInfo& job, Time now) const;
   // Checks the scheduler's invariants (no GPU twice, gangs whole, limits
   // kept, every pending job has a reason); the first violation or OK.
   Status CheckInvariants() const;
@@ -314,7 +321,16 @@ class Scheduler {
   void Requeue(JobInfo& job, NodeId failed, Time now);
   void RestartAfterFailure(JobInfo& job, Time now);
   std::optional<NodeId> FindSpare(const JobInfo& job, NodeId failed, int32_t gpus) const;
+  // `usable`: up and not a spare; a node power keeps hidden stays hidden.
   void SetUsable(NodeId node, bool usable);
+  bool Eligible(NodeId node) const {
+    return node_state_[node.value()] == NodeState::kUp && !spare_[node.value()];
+  }
+  // Re-decides which nodes power hides (PowerBudget::Refresh) when GPUs
+  // came free or nodes changed since the last time.
+  void RefreshPower();
+  // W a job's GPUs draw while it runs (training + host per GPU).
+  int64_t RunningWatts(const JobInfo& job) const;
   int64_t LostGpuSeconds(const JobInfo& job, Time now) const;
   std::optional<std::string> Infeasible(const JobInfo& job) const;
 
@@ -349,6 +365,8 @@ class Scheduler {
   std::vector<Decision> out_;
   Gpus allocated_;
   SchedulerStats stats_;
+  PowerBudget power_;
+  bool power_dirty_ = true;  // GPUs freed or node states changed since RefreshPower
 };
 
 }  // namespace unipool::sched

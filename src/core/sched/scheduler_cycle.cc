@@ -58,7 +58,8 @@ void Scheduler::Commit(JobInfo& job, const Placement& p, int32_t partition, Time
 // Takes or returns `tasks` (sorted by node) in the global pool and in the
 // partition pools, then flushes them.
 void Scheduler::ApplyToPools(const std::vector<Task>& tasks, bool take) {
-  if (!take) freed_since_grow_ = true;
+  if (!take) freed_since_grow_ = power_dirty_ = true;
+  for (const Task& t : tasks) power_.Busy(t.node, take ? CountGpus(t.gpus) : -CountGpus(t.gpus));
   take ? global_.TakeAll(tasks) : global_.ReleaseAll(tasks);
   if (!partitions_.empty()) {
     // Split by partition, keeping node order within each.
@@ -97,6 +98,7 @@ std::vector<Decision> Scheduler::Schedule(Time now) {
   cs.now = now;
   ApplyQueueOrders();
   StopOverdue(now);
+  RefreshPower();
   PlacePreemptors(cs);
   PlaceInOrder(cs);
   Grow(cs);
@@ -245,8 +247,14 @@ Scheduler::Attempt Scheduler::Search(const JobInfo& job, Gpus gpus,
   // fullest partition.
   std::vector<std::tuple<int, int, int, int64_t, int32_t>> ranked;
   int64_t most_free = 0, largest = 0;
+  int32_t power_partition = -2;  // one where the GPUs power hides would do
   for (int32_t p : CandidatePartitions(job)) {
     const Pool& pool = PoolFor(p);
+    const int32_t part = partitions_.empty() ? -1 : p;
+    if (power_partition == -2 && power_.hidden_gpus(part) > 0 &&
+        pool.Free(topo_->top_tier(), GroupId(0)) + power_.hidden_gpus(part) >= gpus.value()) {
+      power_partition = part;
+    }
     const int level = options_.placer == PlacerKind::kTopology
                           ? topology_placer_.LowestLevel(pool, req)
                           : (pool.TasksIn(topo_->top_tier(), GroupId(0), req.task_gpus,
@@ -283,7 +291,10 @@ Scheduler::Attempt Scheduler::Search(const JobInfo& job, Gpus gpus,
       return a;
     }
   }
-  if (most_free < gpus.value()) {
+  if (std::optional<PowerBudget::Domain> d =
+          power_partition == -2 ? std::nullopt : power_.Binding(power_partition)) {
+    a.reason = reason::WaitingForPower{gpus, d->tier, d->group, d->draw, d->cap};
+  } else if (most_free < gpus.value()) {
     a.reason = reason::NotEnoughGpus{gpus, Gpus(most_free)};
   } else {
     const int tier = std::min(req.max_level, global_.top_level()) - 1;

@@ -20,6 +20,17 @@ static std::string At(Time t, const SchedulerOptions& o) {
   return o.format_time ? o.format_time(t) : "t=" + std::to_string(t.value() / 1000000000) + "s";
 }
 
+// "38.4 kW", "1.92 MW".
+static std::string Power(Watts w) {
+  char buf[32];
+  if (w.value() >= 1000000) {
+    std::snprintf(buf, sizeof buf, "%.2f MW", w.value() / 1e6);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1f kW", w.value() / 1e3);
+  }
+  return buf;
+}
+
 std::string Scheduler::ExplainReason(const PendingReason& r) const {
   struct Visitor {
     const Scheduler& s;
@@ -73,6 +84,12 @@ std::string Scheduler::ExplainReason(const PendingReason& r) const {
              "s than it needs, which would cost ~" + pct + " of its step time; it starts anyway at " +
              At(o.until, s.options_) + " (spec.topology.maxWait; 0s starts at once)";
     }
+    std::string operator()(const reason::WaitingForPower& o) {
+      return "waiting for power: " + s.topo_->tier(o.tier).name + " " +
+             s.topo_->group_name(o.tier, o.group) + " draws " + Power(o.draw) + " of its " +
+             Power(o.cap) + " cap, and starting " + std::to_string(o.need.value()) +
+             " more GPUs would exceed it; it starts when work there ends (spec.power.caps)";
+    }
   };
   return std::visit(Visitor{*this}, r);
 }
@@ -94,6 +111,7 @@ const char* Scheduler::ReasonCode(const PendingReason& r) {
     const char* operator()(const reason::WaitingForPreemption&) { return "Preempting"; }
     const char* operator()(const reason::Infeasible&) { return "Infeasible"; }
     const char* operator()(const reason::WaitingForCompact&) { return "Topology"; }
+    const char* operator()(const reason::WaitingForPower&) { return "Power"; }
   };
   return std::visit(Visitor{}, r);
 }

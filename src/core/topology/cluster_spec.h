@@ -76,8 +76,25 @@ struct GeneratorSpec {
   SourceLoc loc;
 };
 
+// A power limit on one group of a tier (a rack's kW, a hall's or site's
+// MW), on IT power: what the nodes draw, before the facility's overhead.
+struct PowerCapSpec {
+  std::string tier;
+  std::string group;  // empty: every group of the tier
+  Watts cap;
+  SourceLoc loc;
+};
+
+struct PowerSpec {
+  // Facility power over IT power (cooling, conversion); 1 = not modelled.
+  double pue = 1.0;
+  std::vector<PowerCapSpec> caps;
+  SourceLoc loc;
+};
+
 struct ClusterSpec {
   std::string name;
+  PowerSpec power;
   std::vector<GpuModel> gpu_models;  // in addition to the built-in catalog
   std::vector<TierSpec> tiers;
   std::optional<GeneratorSpec> generator;  // exactly one of generator, nodes

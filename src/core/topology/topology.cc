@@ -1,6 +1,7 @@
 #include "core/topology/topology.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -44,6 +45,7 @@ class TopologyBuilder {
     UNIPOOL_RETURN_IF_ERROR(spec_.generator ? Generate(*spec_.generator)
                                             : Explicit());
     Finish();
+    UNIPOOL_RETURN_IF_ERROR(BuildPower());
     return std::move(t_);
   }
 
@@ -409,6 +411,57 @@ class TopologyBuilder {
       }
     }
     t_.node_group_ = std::move(group_of_);
+  }
+
+  // ---- Phase 5: power domains ---------------------------------------------
+  Status BuildPower() {
+    const PowerSpec& ps = spec_.power;
+    if (!(ps.pue >= 1 && ps.pue <= 10)) {
+      return InvalidArgument("spec.power.pue: must be between 1 and 10", ps.loc);
+    }
+    t_.pue_ = ps.pue;
+    t_.power_cap_.assign(tiers(), {});
+    for (size_t i = 0; i < ps.caps.size(); ++i) {
+      const PowerCapSpec& c = ps.caps[i];
+      const std::string where = "spec.power.caps[" + std::to_string(i) + "]";
+      const std::optional<int> t = t_.FindTier(c.tier);
+      if (!t) return InvalidArgument(where + ".tier: no tier named '" + c.tier + "'", c.loc);
+      const auto& names = t_.group_names_[*t];
+      auto& caps = t_.power_cap_[*t];
+      if (caps.empty()) caps.assign(names.size(), 0);
+      int32_t first = 0, last = static_cast<int32_t>(names.size());
+      if (!c.group.empty()) {
+        auto it = std::find(names.begin(), names.end(), c.group);
+        if (it == names.end()) {
+          return InvalidArgument(where + ".group: no " + c.tier + " named '" + c.group + "'",
+                                 c.loc);
+        }
+        first = static_cast<int32_t>(it - names.begin());
+        last = first + 1;
+      }
+      for (int32_t g = first; g < last; ++g) {
+        UNIPOOL_RETURN_IF_ERROR(CheckCap(*t, GroupId(g), c, where));
+        caps[g] = c.cap.value();
+      }
+      t_.has_power_caps_ = true;
+    }
+    return Status::Ok();
+  }
+
+  // A cap below what the domain draws idle could never hold.
+  Status CheckCap(int t, GroupId g, const PowerCapSpec& c, const std::string& where) {
+    const Watts cap = c.cap;
+    int64_t idle = 0;
+    const NodeId first = t_.group_first_node(t, g);
+    for (int32_t k = 0; k < t_.group_num_nodes(t, g); ++k) {
+      idle += t_.node_idle_power(NodeId(first.value() + k)).value();
+    }
+    if (cap.value() > 0 && cap.value() >= idle) return Status::Ok();
+    char buf[160];
+    std::snprintf(buf, sizeof buf, ": %.1f kW is below the %.1f kW that %s '%s' draws idle",
+                  cap.value() / 1e3, idle / 1e3, spec_.tiers[t].name.c_str(),
+                  t_.group_names_[t][g.value()].c_str());
+    return InvalidArgument(where + buf, c.loc);
   }
 
   const ClusterSpec& spec_;

@@ -117,6 +117,19 @@ class Topology {
     return LowestCommonTier(node_of(a), node_of(b));
   }
 
+  // Power. Caps are on IT power (what the nodes draw); 0: no cap. The
+  // idle draw of a node is its GPUs x (idle + host) W; each busy GPU adds
+  // train - idle W.
+  bool has_power_caps() const { return has_power_caps_; }
+  Watts power_cap(int t, GroupId g) const {
+    return power_cap_[t].empty() ? Watts(0) : Watts(power_cap_[t][g.value()]);
+  }
+  Watts node_idle_power(NodeId n) const {
+    const GpuModel& m = node_model(n);
+    return Watts(node_gpus(n).value() * (m.idle_power + m.host_power).value());
+  }
+  double pue() const { return pue_; }
+
   // Interned tables.
   const std::vector<GpuModel>& models() const { return models_; }
   const std::vector<std::string>& partitions() const { return partitions_; }
@@ -152,6 +165,9 @@ class Topology {
   std::vector<std::string> partitions_;
   std::vector<Labels> label_sets_;
   std::unordered_map<std::string, int32_t> node_index_;
+  std::vector<std::vector<int64_t>> power_cap_;  // [tier][group] W; empty: none
+  bool has_power_caps_ = false;
+  double pue_ = 1.0;
 };
 
 }  // namespace unipool
