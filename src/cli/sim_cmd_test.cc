@@ -109,14 +109,15 @@ TEST(SimCommandTest, TheReportShowsGoodputMaintenanceQueuesAndFailureCauses) {
   std::getline(cs, line);
   EXPECT_EQ(line,
             "policy,time_hours,allocated_gpus,down_gpus,running_jobs,pending_jobs,failures,"
-            "lost_gpu_hours,drained_gpus,useful_gpu_hours");
+            "lost_gpu_hours,drained_gpus,useful_gpu_hours,it_mw");
   int64_t drained_max = 0;
   double useful = 0;
   while (std::getline(cs, line)) {
     std::vector<std::string> f;
     std::stringstream ls(line);
     for (std::string cell; std::getline(ls, cell, ',');) f.push_back(cell);
-    ASSERT_EQ(f.size(), 10u) << line;
+    ASSERT_EQ(f.size(), 11u) << line;
+    EXPECT_GT(std::stod(f[10]), 0) << "the cluster draws power even idle: " << line;
     if (f[0] != "default") continue;
     drained_max = std::max<int64_t>(drained_max, std::stoll(f[8]));
     EXPECT_GE(std::stod(f[9]), useful) << line;
@@ -160,14 +161,16 @@ TEST(SimCommandTest, CompactGangsExampleShowsTheCurveAndWritesEveryJob) {
   std::getline(in, line);
   EXPECT_EQ(line,
             "policy,job,name,queue,gpus,submit_s,start_s,end_s,wait_s,nodes,nvlink_groups,"
-            "leaf_groups,spine_groups,core_groups,failures,preemptions,lost_gpu_seconds,state");
+            "leaf_groups,spine_groups,core_groups,failures,preemptions,lost_gpu_seconds,energy_kwh,"
+            "state");
   int rows = 0, spread = 0;
   while (std::getline(in, line)) {
     std::vector<std::string> f;
     std::stringstream ls(line);
     for (std::string cell; std::getline(ls, cell, ',');) f.push_back(cell);
-    ASSERT_EQ(f.size(), 18u) << line;
-    EXPECT_EQ(f[17], "done") << line;
+    ASSERT_EQ(f.size(), 19u) << line;
+    EXPECT_EQ(f[18], "done") << line;
+    EXPECT_GT(std::stod(f[17]), 0) << "a job that ran drew energy: " << line;
     rows++;
     // A gang of <= 16 nodes over more than one leaf, with no wait allowed.
     if (f[0] == "maxWait-0s" && std::stoi(f[9]) <= 16 && std::stoi(f[11]) > 1) spread++;

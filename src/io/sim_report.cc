@@ -176,14 +176,14 @@ Chart OverTime(const std::string& title, const std::string& ylabel, const Bands&
 
 void OverTimeCharts(std::ostringstream& out, const std::vector<SimRun>& runs) {
   const Bands bands = MaintenanceBands(runs);
-  std::vector<ChartLine> use, unavailable, queue, lost;
+  std::vector<ChartLine> use, unavailable, queue, lost, power;
   for (size_t i = 0; i < runs.size(); ++i) {
     const SimRun& r = runs[i];
     const std::string& name = r.summary.policy;
     const int color = static_cast<int>(i);
     ChartLine allocated{name + ": allocated", {}, false, color},
         failed{name + ": failed", {}, false, color}, drained{name + ": drained", {}, true, color},
-        q{name, {}, false, color}, l{name, {}, false, color};
+        q{name, {}, false, color}, l{name, {}, false, color}, mw{name, {}, false, color};
     for (const sim::Sample& s : r.output->series) {
       const double d = Day(s.t);
       allocated.points.emplace_back(d,
@@ -192,6 +192,7 @@ void OverTimeCharts(std::ostringstream& out, const std::vector<SimRun>& runs) {
       drained.points.emplace_back(d, 100.0 * static_cast<double>(s.drained_gpus) / ClusterGpus(r));
       q.points.emplace_back(d, static_cast<double>(s.pending_jobs));
       l.points.emplace_back(d, static_cast<double>(s.lost_gpu_seconds) / 3600.0);
+      mw.points.emplace_back(d, static_cast<double>(s.it_watts) / 1e6);
     }
     use.push_back(std::move(allocated));
     use.push_back(ChartLine{name + ": useful work", UsefulShare(r), true, color});
@@ -199,6 +200,7 @@ void OverTimeCharts(std::ostringstream& out, const std::vector<SimRun>& runs) {
     unavailable.push_back(std::move(drained));
     queue.push_back(std::move(q));
     lost.push_back(std::move(l));
+    power.push_back(std::move(mw));
   }
   Chart use_chart = OverTime("GPUs allocated, and doing useful work (dashed)", "% of GPUs", bands);
   use_chart.ymax = 100;
@@ -209,7 +211,8 @@ void OverTimeCharts(std::ostringstream& out, const std::vector<SimRun>& runs) {
       << LineChart(OverTime("Queue length", "pending jobs", bands), queue)
       << LineChart(
              OverTime("Work lost to failures and preemption (cumulative)", "GPU-hours", bands),
-             lost);
+             lost)
+      << LineChart(OverTime("Cluster IT power", "MW", bands), power);
   for (const SimRun& r : runs) {
     if (r.summary.causes.empty()) continue;
     const std::string of = runs.size() > 1 ? " [" + r.summary.policy + "]" : "";

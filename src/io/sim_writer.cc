@@ -118,6 +118,13 @@ std::vector<std::pair<std::string, std::vector<std::string>>> ComparisonRows(
   add("preemptions, lost GPU-h", [](const S& s) {
     return Thousands(s.preemptions) + ", " + Thousands(std::llround(s.preemption_lost_gpu_hours));
   });
+  add("energy IT / facility (PUE)", [](const S& s) {
+    return Thousands(std::llround(s.it_energy_mwh)) + " / " +
+           Thousands(std::llround(s.facility_energy_mwh)) + " MWh (" + Fixed(s.pue, 2) + ")";
+  });
+  add("IT power mean / peak",
+      [](const S& s) { return Fixed(s.mean_it_mw, 2) + " / " + Fixed(s.peak_it_mw, 2) + " MW"; });
+  add("useful GPU-h per IT MWh", [](const S& s) { return Fixed(s.useful_gpu_hours_per_mwh, 1); });
   add("scheduler cycles, decisions",
       [](const S& s) { return Thousands(s.cycles) + ", " + Thousands(s.decisions); });
   // Wall-clock figures only when measured (`--timing`): without them the
@@ -207,6 +214,13 @@ std::string SimJson(const SimHeader& h, const std::vector<SimRun>& runs) {
                                           {"lostGpuHours", c.lost_gpu_hours}});
     }
     p["preemptions"] = {{"count", s.preemptions}, {"lostGpuHours", s.preemption_lost_gpu_hours}};
+    p["power"] = {{"itEnergyMwh", s.it_energy_mwh},
+                  {"facilityEnergyMwh", s.facility_energy_mwh},
+                  {"pue", s.pue},
+                  {"meanItMw", s.mean_it_mw},
+                  {"peakItMw", s.peak_it_mw},
+                  {"usefulGpuHoursPerMwh", s.useful_gpu_hours_per_mwh},
+                  {"jobEnergyKwh", PercentilesJson(s.job_energy_kwh)}};
     p["scheduler"] = {{"cycles", s.cycles},
                       {"decisions", s.decisions},
                       {"events", s.events},
@@ -225,13 +239,13 @@ std::string SimJson(const SimHeader& h, const std::vector<SimRun>& runs) {
 std::string SimSeriesCsv(const std::vector<SimRun>& runs) {
   std::ostringstream out;
   out << "policy,time_hours,allocated_gpus,down_gpus,running_jobs,pending_jobs,failures,"
-         "lost_gpu_hours,drained_gpus,useful_gpu_hours\n";
+         "lost_gpu_hours,drained_gpus,useful_gpu_hours,it_mw\n";
   for (const SimRun& r : runs) {
     for (const sim::Sample& s : r.output->series) {
       out << r.summary.policy << "," << Hours(ToSeconds(s.t) / 3600) << "," << s.allocated_gpus
           << "," << s.down_gpus << "," << s.running_jobs << "," << s.pending_jobs << ","
           << s.failures << "," << Hours(s.lost_gpu_seconds / 3600.0) << "," << s.drained_gpus << ","
-          << Hours(s.useful_gpu_seconds / 3600.0) << "\n";
+          << Hours(s.useful_gpu_seconds / 3600.0) << "," << Fixed(s.it_watts / 1e6, 6) << "\n";
     }
   }
   return out.str();
@@ -263,7 +277,7 @@ std::string SimJobsCsv(const std::vector<SimRun>& runs, const std::vector<std::s
   std::ostringstream out;
   out << "policy,job,name,queue,gpus,submit_s,start_s,end_s,wait_s,nodes";
   for (const std::string& t : tiers) out << "," << CsvCell(t + "_groups");
-  out << ",failures,preemptions,lost_gpu_seconds,state\n";
+  out << ",failures,preemptions,lost_gpu_seconds,energy_kwh,state\n";
   for (const SimRun& run : runs) {
     for (const sim::JobRecord& r : run.output->jobs) {
       const bool started = r.first_start.value() >= 0;
@@ -279,7 +293,7 @@ std::string SimJobsCsv(const std::vector<SimRun>& runs, const std::vector<std::s
         if (t < r.groups_used.size()) out << r.groups_used[t];
       }
       out << "," << r.failures << "," << r.preemptions << "," << r.lost_gpu_seconds << ","
-          << JobState(r) << "\n";
+          << Fixed(r.energy_joules / 3.6e6, 3) << "," << JobState(r) << "\n";
     }
   }
   return out.str();

@@ -366,6 +366,8 @@ struct Simulator::Impl {
     const SimJob& j = jobs[i];
     JobState& s = state[i];
     if (out.jobs[i].committed + s.seg_target >= j.work) {  // done
+      const sched::JobInfo* info = sched.Find(Sid(i));
+      if (info) out.jobs[i].energy_joules = sched.EnergyJoules(*info, now);
       if (!sched.Finish(Sid(i), now).ok()) return;         // not running as the scheduler sees it
       Commit(i, s.seg_target);
       s.phase = Phase::kDone;
@@ -527,6 +529,7 @@ struct Simulator::Impl {
     s.lost_gpu_seconds = out.failed_lost_gpu_seconds + out.preempted_lost_gpu_seconds;
     s.useful_gpu_seconds = out.useful_gpu_seconds;
     s.drained_gpus = drained_gpus;
+    s.it_watts = sched.power().draw().value();
     s.queue_gpus.reserve(config.queues.size());
     for (size_t q = 0; q < config.queues.size(); ++q) {
       s.queue_gpus.push_back(sched.queues().used(sched::QueueId(static_cast<int32_t>(q))).value());
@@ -591,7 +594,20 @@ struct Simulator::Impl {
   bool cycle_pending = false;  // a kCycle event is queued
   bool due = false;            // a kCycle event fired at this instant
 
+  // GPU time and energy since the last instant, at the levels that held
+  // until `t`.
+  void Integrate(Time t) {
+    const double dt = ToSeconds(t - last_integrated);
+    const int64_t watts = sched.power().draw().value();
+    out.allocated_gpu_seconds += dt * sched.allocated_gpus().value();
+    out.down_gpu_seconds += dt * static_cast<double>(down_gpus);
+    out.it_energy_joules += dt * static_cast<double>(watts);
+    out.peak_it_watts = std::max(out.peak_it_watts, watts);
+    last_integrated = t;
+  }
+
   void Loop() {
+    out.pue = topo.pue();
     const Time horizon = config.horizon.value() > 0 ? config.horizon : Time(INT64_MAX);
     const double span =
         config.horizon.value() > 0
@@ -600,9 +616,7 @@ struct Simulator::Impl {
     while (!queue.empty()) {
       const Time t = queue.top().t;
       if (t > horizon) break;
-      out.allocated_gpu_seconds += ToSeconds(t - last_integrated) * sched.allocated_gpus().value();
-      out.down_gpu_seconds += ToSeconds(t - last_integrated) * static_cast<double>(down_gpus);
-      last_integrated = t;
+      Integrate(t);
       now = t;
       while (!queue.empty() && queue.top().t == t) {
         const Event e = queue.top();
@@ -631,11 +645,7 @@ struct Simulator::Impl {
     }
     out.end = config.horizon.value() > 0 ? horizon : now;
     now = out.end;
-    if (config.horizon.value() > 0) {
-      out.allocated_gpu_seconds +=
-          ToSeconds(horizon - last_integrated) * sched.allocated_gpus().value();
-      out.down_gpu_seconds += ToSeconds(horizon - last_integrated) * static_cast<double>(down_gpus);
-    }
+    if (config.horizon.value() > 0) Integrate(horizon);
     for (size_t i = 0; i < state.size(); ++i) {
       const Phase p = state[i].phase;
       if (p != Phase::kQueued && p != Phase::kDone)
@@ -646,6 +656,7 @@ struct Simulator::Impl {
       if (p == Phase::kWriting) Commit(static_cast<int64_t>(i), state[i].seg_target);
       // Pending for ever: say so.
       const sched::JobInfo* info = sched.Find(Sid(static_cast<int64_t>(i)));
+      if (info && p != Phase::kDone) out.jobs[i].energy_joules = sched.EnergyJoules(*info, out.end);
       if (info && info->phase == sched::JobPhase::kPending &&
           std::holds_alternative<sched::reason::Infeasible>(info->reason)) {
         out.jobs[i].infeasible = true;

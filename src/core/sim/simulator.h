@@ -45,6 +45,7 @@ struct JobRecord {
   int64_t lost_gpu_seconds = 0;
   Duration held;                 // wall time holding GPUs
   Duration checkpoint_interval;  // of its last run (Young-Daly's, a fixed one); 0: none
+  double energy_joules = 0;      // IT energy of its runs (sched::Scheduler::EnergyJoules)
   bool infeasible = false;
   // Its first placement: nodes, and groups used at each tier (leaves,
   // spines...); 0 and empty until it starts.
@@ -65,6 +66,7 @@ struct Sample {
   int64_t lost_gpu_seconds = 0;     // so far, failures and preemptions
   double useful_gpu_seconds = 0;    // so far: work kept (checkpointed or done) x its GPUs
   int64_t drained_gpus = 0;         // drained for maintenance (down_gpus: failed)
+  int64_t it_watts = 0;             // IT power the cluster draws (sched::PowerBudget)
   std::vector<int64_t> queue_gpus;  // allocated, per queue of SimConfig::queues
 };
 
@@ -97,6 +99,11 @@ struct SimOutput {
   int64_t cordoned_nodes = 0;
   int64_t events = 0;
   double down_gpu_seconds = 0;
+  // IT power: energy over the run (the cluster's draw integrated), its
+  // peak, and the facility's overhead factor (Topology::pue).
+  double it_energy_joules = 0;
+  int64_t peak_it_watts = 0;
+  double pue = 1;
   sched::SchedulerStats scheduler;       // the scheduler's own counters
   std::vector<int64_t> lost_by_process;  // failure lost work per process
 };

@@ -331,6 +331,51 @@ TEST(SimulatorTest, ShortestJobFirstCutsTheMeanCompletionTime) {
   EXPECT_DOUBLE_EQ(mean_jct_hours(true, sched::QueueOrder::kLeastAttained), 14.5);
 }
 
+// Four pods ("halls") of 64 H100s, each capped at the IT power of 32
+// training GPUs; sixteen 1-hour jobs of 32 GPUs at time 0. Uncapped they
+// run in two waves of eight (mean JCT 1.5 h); capped, four at a time, one
+// per hall, in four waves (mean JCT 2.5 h, makespan 4 h). The energy of
+// each job is the same either way, 32 GPUs x (600 + 375) W x 1 h; the
+// capped run costs two more hours of the cluster's idle draw.
+TEST(SimulatorTest, AHallPowerCapHoldsBackWorkAndCostsJct) {
+  auto run = [](bool capped) {
+    ClusterSpec spec = unipool::testing::ThreeTier(256);
+    spec.generator->partition_tier.clear();
+    constexpr int64_t kHallIdle = 8 * 8 * (70 + 375), kBusy = 32 * (600 - 70);
+    if (capped) spec.power.caps.push_back(PowerCapSpec{"pod", "", Watts(kHallIdle + kBusy), {}});
+    spec.power.pue = 1.2;
+    const Topology topo = Topology::Build(spec).value();
+    std::vector<SimJob> jobs;
+    for (int64_t i = 1; i <= 16; ++i) {
+      SimJob j;
+      j.id = i;
+      j.name = "j" + std::to_string(i);
+      j.gpus = Gpus(32);
+      j.work = Seconds(3600);
+      j.checkpoint = CheckpointMode::kNone;
+      jobs.push_back(j);
+    }
+    Rng rng(1);
+    Result<SimOutput> out = Simulator(topo, OneQueue(), NoFlaky()).Run(jobs, rng);
+    EXPECT_TRUE(out.ok()) << out.status().message();
+    const Summary s = Summarize(*out, OneQueue());
+    EXPECT_EQ(s.done, 16);
+    EXPECT_NEAR(s.job_energy_kwh.p50, 32 * 975.0 / 1000, 1e-6);
+    EXPECT_NEAR(s.facility_energy_mwh, s.it_energy_mwh * 1.2, 1e-9);
+    if (capped) {  // never more than the four halls' caps together
+      EXPECT_LE(out->peak_it_watts, 4 * (kHallIdle + kBusy));
+    }
+    return s;
+  };
+  const Summary free = run(false), capped = run(true);
+  EXPECT_DOUBLE_EQ(free.jct.mean, 1.5 * 3600);
+  EXPECT_DOUBLE_EQ(capped.jct.mean, 2.5 * 3600);
+  EXPECT_DOUBLE_EQ(capped.makespan_seconds, 4 * 3600);
+  EXPECT_GT(free.peak_it_mw, capped.peak_it_mw);
+  // The same work, and two more hours of the whole cluster's idle draw.
+  EXPECT_NEAR(capped.it_energy_mwh - free.it_energy_mwh, 32 * 8 * 445 * 7200 / 3.6e9, 1e-6);
+}
+
 TEST(SummaryTest, TheTablesQuantilesAreTheChartsQuantiles) {
   std::vector<double> v = {5, 1, 9, 3, 7, 2, 8};
   const Percentiles p = PercentilesOf(v);

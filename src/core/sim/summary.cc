@@ -90,6 +90,22 @@ void SummarizeGangs(const SimOutput& out, Summary& s) {
   s.groups_per_gang_bound = bound / static_cast<double>(s.gangs);
 }
 
+void SummarizePower(const SimOutput& out, Summary& s) {
+  s.it_energy_mwh = out.it_energy_joules / 3.6e9;
+  s.pue = out.pue;
+  s.facility_energy_mwh = s.it_energy_mwh * out.pue;
+  const double seconds = ToSeconds(out.end);
+  s.mean_it_mw = seconds > 0 ? out.it_energy_joules / seconds / 1e6 : 0;
+  s.peak_it_mw = static_cast<double>(out.peak_it_watts) / 1e6;
+  s.useful_gpu_hours_per_mwh =
+      s.it_energy_mwh > 0 ? out.useful_gpu_seconds / 3600 / s.it_energy_mwh : 0;
+  std::vector<double> kwh;
+  for (const JobRecord& j : out.jobs) {
+    if (j.end.value() >= 0) kwh.push_back(j.energy_joules / 3.6e6);
+  }
+  s.job_energy_kwh = PercentilesOf(std::move(kwh));
+}
+
 }  // namespace
 
 Summary Summarize(const SimOutput& out, const SimConfig& config) {
@@ -140,6 +156,7 @@ Summary Summarize(const SimOutput& out, const SimConfig& config) {
     s.makespan_seconds = ToSeconds(last - first);
   }
   SummarizeGangs(out, s);
+  SummarizePower(out, s);
   for (auto& [b, acc] : sizes) {
     acc.row.name = kBucketName[b];
     s.by_size.push_back(acc.Finish());

@@ -68,6 +68,13 @@ struct Summary {
   double failure_lost_gpu_hours = 0;
   int64_t preemptions = 0;
   double preemption_lost_gpu_hours = 0;
+  // Power, by the GPUs' power model (sched::PowerBudget): IT energy and
+  // the facility's (x PUE), the cluster's mean and peak IT draw, the
+  // useful GPU-hours each IT MWh bought, and per completed job (kWh).
+  double it_energy_mwh = 0, facility_energy_mwh = 0, pue = 1;
+  double mean_it_mw = 0, peak_it_mw = 0;
+  double useful_gpu_hours_per_mwh = 0;
+  Percentiles job_energy_kwh;
   int64_t cycles = 0, decisions = 0, events = 0;
   double cycle_p50_us = 0, cycle_p99_us = 0;
   int64_t placement_searches = 0, preemption_searches = 0, reservations = 0;
