@@ -64,6 +64,26 @@ TEST(SimCommandTest, LostWorkNeverExceedsTheGpuHoursThereWere) {
   EXPECT_GT(lost, 0.95 * there_were);  // and nearly all of it: nothing is ever saved
 }
 
+// The power example (docs/sim.md, "Power"): hall 1's 1.5 MW cap keeps
+// the cluster under 3.5 MW of IT power, where the uncapped baseline peaks
+// near 4 MW, and costs the jobs time (mean JCT 7.1 h -> 14.2 h).
+TEST(SimCommandTest, ThePowerExampleHoldsTheHallAtItsCapAndShowsTheCost) {
+  testing::RunResult r =
+      RunUnipool({"sim", "examples/sims/power-cap.yaml", "-o", "json", "--no-progress"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json p = json::parse(r.out)["policies"];
+  ASSERT_EQ(p.size(), 2u);
+  const json &capped = p[0], &uncapped = p[1];
+  // Hall 0 at most 2.0 MW (all 2,048 GPUs training) + hall 1's cap.
+  EXPECT_LE(capped["power"]["peakItMw"].get<double>(), 1.9968 + 1.5);
+  EXPECT_GT(uncapped["power"]["peakItMw"].get<double>(), 3.6);
+  EXPECT_GT(capped["jctSeconds"]["mean"].get<double>(),
+            1.5 * uncapped["jctSeconds"]["mean"].get<double>());
+  EXPECT_EQ(capped["jobs"]["done"], uncapped["jobs"]["done"]);
+  EXPECT_NEAR(capped["power"]["facilityEnergyMwh"].get<double>(),
+              1.3 * capped["power"]["itEnergyMwh"].get<double>(), 1e-6);
+}
+
 TEST(SimCommandTest, WritesReportAndTimeSeries) {
   const std::string dir = ::testing::TempDir();
   const std::string html = dir + "/report.html", csv = dir + "/series.csv";

@@ -304,10 +304,10 @@ Status ReadMaintenance(const YAML::Node& node, const std::string& path, const To
 }
 
 Status ReadPolicy(const YAML::Node& node, const std::string& path, sim::PolicyConfig* p) {
-  Result<Fields> f = Fields::Of(
-      node, path,
-      {"name", "preset", "placer", "preemption", "backfill", "minRuntime", "checkpoint",
-       "checkpointInterval", "flakyFailures", "compactMaxWait", "commShare", "queueOrder"});
+  Result<Fields> f = Fields::Of(node, path,
+                                {"name", "preset", "placer", "preemption", "backfill", "minRuntime",
+                                 "checkpoint", "checkpointInterval", "flakyFailures",
+                                 "compactMaxWait", "commShare", "queueOrder", "powerCaps"});
   if (!f.ok()) return f.status();
   std::string preset;
   UNIPOOL_RETURN_IF_ERROR(f->String("preset", &preset));
@@ -327,6 +327,7 @@ Status ReadPolicy(const YAML::Node& node, const std::string& path, sim::PolicyCo
   }
   UNIPOOL_RETURN_IF_ERROR(f->Bool("preemption", &p->scheduler.preemption));
   UNIPOOL_RETURN_IF_ERROR(f->Bool("backfill", &p->scheduler.backfill));
+  UNIPOOL_RETURN_IF_ERROR(f->Bool("powerCaps", &p->scheduler.power_caps));
   UNIPOOL_RETURN_IF_ERROR(f->Dur("minRuntime", &p->scheduler.min_runtime));
   UNIPOOL_RETURN_IF_ERROR(f->Dur("compactMaxWait", &p->scheduler.compact_max_wait));
   UNIPOOL_RETURN_IF_ERROR(f->Double("commShare", &p->scheduler.comm_share, 0, 1));

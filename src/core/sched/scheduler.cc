@@ -276,7 +276,7 @@ double Scheduler::EnergyJoules(const JobInfo& job, Time now) const {
 }
 
 void Scheduler::RefreshPower() {
-  if (!topo_->has_power_caps() || !power_dirty_) return;
+  if (!topo_->has_power_caps() || !options_.power_caps || !power_dirty_) return;
   power_dirty_ = false;
   std::optional<std::pair<int, GroupId>> first;
   if (reservation_ && reservation_->tier >= 0) {

@@ -97,6 +97,9 @@ struct SchedulerOptions {
   // compact_max_wait bounds what waiting can cost, and sits on the plateau
   // of the measured curve (0.85 to 1 place the same; docs/scheduling.md).
   double comm_share = 0.9;
+  // Keep capped power domains within their caps (Topology::power_cap);
+  // off: the caps are only reported (a "what would the cap cost" baseline).
+  bool power_caps = true;
   // Fail jobs that can never run instead of keeping them pending.
   bool fail_infeasible = false;
   // Upper bound on placement attempts in one cycle (pending jobs beyond it
