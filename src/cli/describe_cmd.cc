@@ -27,6 +27,20 @@ struct DescribeFlags {
   std::string what, name;
 };
 
+// "12.34 kWh (IT), drawing 7.80 kW now (model)": the energy its runs drew
+// and, while it runs, its power and where that figure comes from.
+std::string EnergyCell(const Json& j) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%.2f kWh (IT)", j.value("energyJoules", 0.0) / 3.6e6);
+  std::string out = buf;
+  if (j.contains("powerWatts")) {
+    std::snprintf(buf, sizeof buf, ", drawing %.2f kW now (%s)", j.value("powerWatts", 0.0) / 1e3,
+                  j.value("powerSource", "").c_str());
+    out += buf;
+  }
+  return out;
+}
+
 void Field(const std::string& key, const std::string& value) {
   std::cout << key << ":" << std::string(key.size() < 16 ? 16 - key.size() : 1, ' ') << value
             << "\n";
@@ -108,6 +122,7 @@ int DescribeJob(const Client& client, const DescribeFlags& f) {
   Field("Disruptions", Cell(j, "disruptions") + " (nodes lost; not counted against maxRestarts)");
   Field("Preemptions", Cell(j, "preemptions"));
   Field("Lost work", Cell(j, "lostGpuSeconds") + " GPU-seconds");
+  Field("Energy", EnergyCell(j));
   Field("Why", Cell(j, "explain"));
   if (j["progress"].is_object()) {
     std::string p;

@@ -170,6 +170,56 @@ TEST(ServerTest, AnSjfQueueStartsTheShortestTimeLimitFirst) {
   }
 }
 
+// Power as a schedulable limit (testdata/clusters/power-capped.yaml: the
+// rack's 23 kW cap leaves room for 16 training GPUs of 32): the third
+// 8-GPU job waits with reason Power and says why; it starts once one of
+// the others ends. Running jobs show their energy and power (by the model:
+// no nvidia-smi here), and /metrics the domain's draw and cap.
+TEST(ServerTest, AJobWaitsForPowerAndSaysSo) {
+  TestServer::Options o;
+  o.cluster = "testdata/clusters/power-capped.yaml";
+  TestServer s(o);
+  s.Start();
+  s.UseCli("admin");
+  const int64_t a = Submit(s, "tenant-a", JobYaml("a", "team-a", 8));
+  const int64_t b = Submit(s, "tenant-a", JobYaml("b", "team-a", 8));
+  const Json running = WaitForState(s, a, "Running");
+  WaitForState(s, b, "Running");
+  const int64_t c = Submit(s, "tenant-a", JobYaml("c", "team-a", 8));
+  Json waiting = Json::object();
+  for (int i = 0; i < 100 && waiting.value("reason", "") != "Power"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    waiting = s.Call("GET", "/v1/jobs/" + std::to_string(c), "admin").json();
+  }
+  ASSERT_EQ(waiting.value("reason", ""), "Power") << waiting.dump();
+  RunResult desc = RunUnipool({"describe", "job", std::to_string(c)});
+  EXPECT_NE(desc.out.find("waiting for power: rack rack draws 22.7 kW of its 23.0 kW cap"),
+            std::string::npos)
+      << desc.out;
+  RunResult get = RunUnipool({"get", "jobs"});
+  EXPECT_NE(get.out.find("Power"), std::string::npos) << get.out;
+
+  const Json ja = s.Call("GET", "/v1/jobs/" + std::to_string(a), "admin").json();
+  EXPECT_EQ(ja.value("powerSource", ""), "model") << ja.dump();
+  EXPECT_DOUBLE_EQ(ja.value("powerWatts", 0.0), 8 * (600 + 375));
+  desc = RunUnipool({"describe", "job", std::to_string(a)});
+  EXPECT_NE(desc.out.find("drawing 7.80 kW now (model)"), std::string::npos) << desc.out;
+  const std::string metrics = s.Call("GET", "/metrics", "viewer").body;
+  for (const char* want :
+       {"unipool_power_domain_cap_watts{tier=\"rack\",group=\"rack\"} 23000",
+        "unipool_power_domain_watts{tier=\"rack\",group=\"rack\"} 22720",
+        "unipool_power_it_watts{source=\"model\"} 22720", "unipool_job_power_watts{job=\"1\""}) {
+    EXPECT_NE(metrics.find(want), std::string::npos) << want;
+  }
+
+  HttpReply r = s.Call("POST", "/v1/jobs/" + std::to_string(a) + "/report", "admin",
+                       Json{{"generation", running["generation"]}, {"kind", "succeeded"}}.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  WaitForState(s, c, "Running");
+  const Json done = WaitForState(s, a, "Succeeded");
+  EXPECT_GT(done.value("energyJoules", 0.0), 0) << done.dump();
+}
+
 // Scheduling end to end: the server runs the core scheduler. A high-priority
 // job preempts a low one, which stops (reported by its agent) and resumes.
 TEST(ServerTest, PreemptionThroughTheApi) {

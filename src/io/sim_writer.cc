@@ -245,7 +245,8 @@ std::string SimSeriesCsv(const std::vector<SimRun>& runs) {
       out << r.summary.policy << "," << Hours(ToSeconds(s.t) / 3600) << "," << s.allocated_gpus
           << "," << s.down_gpus << "," << s.running_jobs << "," << s.pending_jobs << ","
           << s.failures << "," << Hours(s.lost_gpu_seconds / 3600.0) << "," << s.drained_gpus << ","
-          << Hours(s.useful_gpu_seconds / 3600.0) << "," << Fixed(s.it_watts / 1e6, 6) << "\n";
+          << Hours(s.useful_gpu_seconds / 3600.0) << ","
+          << Hours(static_cast<double>(s.it_watts) / 1e6) << "\n";
     }
   }
   return out.str();

@@ -26,6 +26,7 @@ TEST(SimSeriesCsvTest, TimesKeepTheirSeconds) {
     sample.allocated_gpus = 8;
     sample.lost_gpu_seconds = 8 * s;
     sample.useful_gpu_seconds = 4.5 * static_cast<double>(s);
+    sample.it_watts = 3584000 + 530 * s;
     out.series.push_back(sample);
   }
   SimRun run;
@@ -33,11 +34,11 @@ TEST(SimSeriesCsvTest, TimesKeepTheirSeconds) {
   run.output = &out;
   const std::vector<std::string> lines = Lines(SimSeriesCsv({run}));
   ASSERT_EQ(lines.size(), 6u);
-  EXPECT_EQ(lines[1], "fifo,0,8,0,0,0,0,0,0,0");
-  EXPECT_EQ(lines[2], "fifo,0.000277778,8,0,0,0,0,0.002222222,0,0.00125");
-  EXPECT_EQ(lines[3], "fifo,0.000555556,8,0,0,0,0,0.004444444,0,0.0025");
-  EXPECT_EQ(lines[4], "fifo,1,8,0,0,0,0,8,0,4.5");
-  EXPECT_EQ(lines[5], "fifo,1.5,8,0,0,0,0,12,0,6.75");
+  EXPECT_EQ(lines[1], "fifo,0,8,0,0,0,0,0,0,0,3.584");
+  EXPECT_EQ(lines[2], "fifo,0.000277778,8,0,0,0,0,0.002222222,0,0.00125,3.58453");
+  EXPECT_EQ(lines[3], "fifo,0.000555556,8,0,0,0,0,0.004444444,0,0.0025,3.58506");
+  EXPECT_EQ(lines[4], "fifo,1,8,0,0,0,0,8,0,4.5,5.492");
+  EXPECT_EQ(lines[5], "fifo,1.5,8,0,0,0,0,12,0,6.75,6.446");
 }
 
 }  // namespace

@@ -21,6 +21,11 @@ static Json JobToJson(const JobRecord& job,
   Json out = JobToJson(job);
   if (job.state == JobState::kRunning || job.state == JobState::kPreempting) {
     out["gpuSeconds"] = GpuSecondsAt(job, now);
+    out["energyJoules"] = job.energy_joules;
+    if (!job.power_source.empty()) {
+      out["powerWatts"] = std::round(job.power_watts * 10) / 10;
+      out["powerSource"] = job.power_source;
+    }
   }
   if (auto it = pending.find(job.id); it != pending.end()) {
     out["reason"] = it->second.reason;

@@ -82,6 +82,14 @@ struct JobRecord {
   // current run adds from max(started, accounted_to) on (RunningGpuSeconds).
   int64_t gpu_seconds = 0;
   Time accounted_to;
+  // IT energy its runs drew (its GPUs' nvidia-smi power where the node
+  // reports it, the power model otherwise, plus the host's share per GPU),
+  // integrated at each reconcile pass up to `energy_to`; and, in memory,
+  // what it draws now and from where ("nvidia-smi", "model" or "mixed").
+  double energy_joules = 0;
+  Time energy_to;
+  double power_watts = 0;
+  std::string power_source;
   // Checkpoints its runs reported, and what the last one said ("step 200").
   int64_t checkpoints = 0;
   std::string checkpoint_note;
@@ -504,6 +512,12 @@ class ControlPlane {
   void SetGpuGauges(const NodeRecord& n);
   // Decays every queue's usage to `now` and adds what it holds meanwhile.
   void ChargeUsage(Time now);
+  // Adds what each running job drew since its last pass (JobRecord::
+  // energy_joules) and notes what it draws now.
+  void ChargeEnergy(Time now);
+  void SetPowerGauges();
+  // W a job's GPUs draw now and the source of the figure.
+  std::pair<double, const char*> JobPower(const JobRecord& job) const;
   // Puts the queues' usage in `txn` (UsageKey) when a minute has passed
   // since it was last written: a restart or a failover keeps fair share's
   // history (losing at most that minute after a kill -9).

@@ -125,6 +125,45 @@ void ControlPlane::ChargeUsage(Time now) {
   usage_at_ = now;
 }
 
+std::pair<double, const char*> ControlPlane::JobPower(const JobRecord& job) const {
+  double watts = 0;
+  int64_t measured = 0, modelled = 0;
+  for (const TaskView& t : job.tasks) {
+    const std::optional<NodeId> n = topo_.FindNode(t.node);
+    if (!n) continue;
+    const GpuModel& m = topo_.node_model(*n);
+    const NodeRecord& node = nodes_[n->value()];
+    for (int gpu : t.gpus) {
+      double w = -1;
+      for (const GpuSample& g : node.gpu_samples) {
+        if (node.alive && g.index == gpu) w = g.power_w;
+      }
+      w < 0 ? ++modelled : ++measured;
+      watts += (w < 0 ? static_cast<double>(m.train_power.value()) : w) +
+               static_cast<double>(m.host_power.value());
+    }
+  }
+  return {watts, measured == 0 ? "model" : modelled == 0 ? "nvidia-smi" : "mixed"};
+}
+
+void ControlPlane::ChargeEnergy(Time now) {
+  for (int64_t id : active_) {
+    JobRecord& j = jobs_.at(id);
+    if (j.tasks.empty() || (j.state != JobState::kRunning && j.state != JobState::kPreempting)) {
+      continue;
+    }
+    const auto [watts, source] = JobPower(j);
+    // At the last pass's rate; a run's first pass (or the first after a
+    // restart of the server) has none yet and takes the current one.
+    const double rate = j.power_watts > 0 ? j.power_watts : watts;
+    const Time from = std::max(j.started, j.energy_to);
+    if (from.value() > 0 && now > from) j.energy_joules += rate * ToSeconds(now - from);
+    j.power_watts = watts;
+    j.power_source = source;
+    j.energy_to = now;
+  }
+}
+
 void ControlPlane::WriteUsage(Time now, Txn& txn, bool force) {
   // Nothing used yet: nothing to keep.
   if (usage_.empty() || (!force && now - usage_written_ < Seconds(60))) return;
@@ -309,6 +348,7 @@ Status ControlPlane::Reconcile() {
     DecidePeerFailures(now, txn);
     EnforceTimeLimits(now, txn);
     ChargeUsage(now);
+    ChargeEnergy(now);
     WriteUsage(now, txn);
     RetryAfterBackoff(now, txn);
     const std::vector<sched::Decision> out = sched_->Schedule(now);
@@ -357,19 +397,46 @@ void ControlPlane::SetGpuGauges(const NodeRecord& n) {
   }
 }
 
+// The cluster's IT power by the power model, and each capped power
+// domain's draw and cap (the scheduler keeps the one under the other).
+void ControlPlane::SetPowerGauges() {
+  const sched::PowerBudget& power = sched_->power();
+  metrics_.Set("unipool_power_it_watts", {{"source", "model"}},
+               static_cast<double>(power.draw().value()));
+  for (const sched::PowerBudget::Domain& d : power.Domains()) {
+    const Labels l = {{"tier", topo_.tier(d.tier).name},
+                      {"group", topo_.group_name(d.tier, d.group)}};
+    metrics_.Set("unipool_power_domain_watts", l, static_cast<double>(d.draw.value()));
+    metrics_.Set("unipool_power_domain_cap_watts", l, static_cast<double>(d.cap.value()));
+  }
+}
+
 void ControlPlane::UpdateGauges() {
   metrics_.Set("unipool_store_read_only", {}, store_.Writable().ok() ? 0 : 1);
   const Summary s = GetSummary();
   std::vector<QueueRecord> queues = Queues(Scope{});
   std::lock_guard lock(mu_);
-  for (const char* g :
-       {"unipool_gpus", "unipool_jobs", "unipool_queue_pending_gpus", "unipool_queue_used_gpus",
-        "unipool_queue_guarantee_gpus", "unipool_queue_limit_gpus", "unipool_nodes",
-        "unipool_largest_free_block_gpus", "unipool_node_gpus", "unipool_node_state",
-        "unipool_gpu_utilization_ratio", "unipool_gpu_memory_used_bytes",
-        "unipool_gpu_memory_total_bytes", "unipool_gpu_temperature_celsius",
-        "unipool_gpu_power_watts", "unipool_gpu_ecc_uncorrected_errors",
-        "unipool_gpu_xid_errors_total"}) {
+  for (const char* g : {"unipool_gpus",
+                        "unipool_jobs",
+                        "unipool_queue_pending_gpus",
+                        "unipool_queue_used_gpus",
+                        "unipool_queue_guarantee_gpus",
+                        "unipool_queue_limit_gpus",
+                        "unipool_nodes",
+                        "unipool_largest_free_block_gpus",
+                        "unipool_node_gpus",
+                        "unipool_node_state",
+                        "unipool_gpu_utilization_ratio",
+                        "unipool_gpu_memory_used_bytes",
+                        "unipool_gpu_memory_total_bytes",
+                        "unipool_gpu_temperature_celsius",
+                        "unipool_gpu_power_watts",
+                        "unipool_gpu_ecc_uncorrected_errors",
+                        "unipool_gpu_xid_errors_total",
+                        "unipool_job_power_watts",
+                        "unipool_job_energy_joules",
+                        "unipool_power_domain_watts",
+                        "unipool_power_domain_cap_watts"}) {
     metrics_.Reset(g);
   }
   // GPUs and nodes by partition and state; per node on clusters of at most
@@ -436,6 +503,7 @@ void ControlPlane::UpdateGauges() {
     metrics_.Set("unipool_queue_limit_gpus", l, static_cast<double>(q.spec.limit.value()));
   }
   metrics_.Set("unipool_store_revision", {}, static_cast<double>(s.revision));
+  SetPowerGauges();
   // The framework layer: what running jobs report of themselves.
   static const std::pair<const char*, const char*> kProgress[] = {
       {"step", "unipool_job_step"},
@@ -448,6 +516,12 @@ void ControlPlane::UpdateGauges() {
     const Labels l = {
         {"job", std::to_string(id)}, {"name", j.request.name}, {"queue", j.request.queue}};
     metrics_.Set("unipool_job_restarts", l, j.restarts);
+    metrics_.Set("unipool_job_energy_joules", l, j.energy_joules);
+    if (!j.power_source.empty()) {
+      Labels ls = l;
+      ls.emplace_back("source", j.power_source);
+      metrics_.Set("unipool_job_power_watts", ls, j.power_watts);
+    }
     if (j.progress.empty()) continue;
     const Json p = Json::parse(j.progress, nullptr, false);
     for (const auto& [field, metric] : kProgress) {
@@ -481,6 +555,19 @@ void ControlPlane::DeclareMetrics(Metrics& m) {
             "A running job's last reported throughput (its unit, e.g. samples/s).");
   m.Declare("unipool_job_grad_norm", T::kGauge, "A running job's last reported gradient norm.");
   m.Declare("unipool_job_restarts", T::kGauge, "A running job's restarts after failures.");
+  m.Declare(
+      "unipool_job_power_watts", T::kGauge,
+      "A running job's IT power: its GPUs' nvidia-smi power draw where its nodes report it "
+      "(source nvidia-smi), the power model otherwise (model), plus the host's share per GPU.");
+  m.Declare("unipool_job_energy_joules", T::kGauge,
+            "IT energy a running job's runs have drawn so far (its power integrated).");
+  m.Declare("unipool_power_it_watts", T::kGauge,
+            "IT power the cluster draws by the power model: idle + host W of every GPU, plus "
+            "train - idle W per allocated GPU.");
+  m.Declare("unipool_power_domain_watts", T::kGauge,
+            "A capped power domain's IT draw by the power model (spec.power.caps).");
+  m.Declare("unipool_power_domain_cap_watts", T::kGauge,
+            "A power domain's cap (spec.power.caps); no work starts that would exceed it.");
   m.Declare("unipool_jobs_submitted_total", T::kCounter, "Jobs submitted.");
   m.Declare("unipool_jobs_finished_total", T::kCounter, "Jobs ended, by final state.");
   m.Declare("unipool_jobs_archived_total", T::kCounter,

@@ -61,51 +61,53 @@ Json JobToJson(const JobRecord& job) {
   for (const TaskView& t : job.previous_tasks) {
     previous.push_back({{"node", t.node}, {"gpus", t.gpus}});
   }
-  return Json{{"id", job.id},
-              {"name", job.request.name},
-              {"queue", job.request.queue},
-              {"owner", job.owner},
-              {"identity",
-               {{"runAs", job.identity.run_as},
-                {"tenant", job.identity.tenant},
-                {"allowRoot", job.identity.allow_root}}},
-              {"state", JobStateName(job.state)},
-              {"message", job.message},
-              {"submitted", TimeJson(job.submitted)},
-              {"started", TimeJson(job.started)},
-              {"finished", TimeJson(job.finished)},
-              {"lastCheckpoint", TimeJson(job.last_checkpoint)},
-              {"preemptDeadline", TimeJson(job.preempt_deadline)},
-              {"retryAt", TimeJson(job.retry_at)},
-              {"progress",
-               job.progress.empty() ? Json(nullptr) : Json::parse(job.progress, nullptr, false)},
-              {"restarts", job.restarts},
-              {"disruptions", job.disruptions},
-              {"preemptions", job.preemptions},
-              {"generation", job.generation},
-              {"masterPort", job.master_port},
-              {"lostGpuSeconds", job.lost_gpu_seconds},
-              {"gpuSeconds", job.gpu_seconds},
-              {"accountedTo", TimeJson(job.accounted_to)},
-              {"checkpoints", job.checkpoints},
-              {"checkpointNote", job.checkpoint_note},
-              {"exitCode", job.exit_code < 0 ? Json() : Json(job.exit_code)},
-              {"exitSignal", job.exit_signal == 0 ? Json() : Json(job.exit_signal)},
-              {"events", job.events},
-              {"tasks", tasks},
-              {"previousRun", job.previous_generation == 0
-                                  ? Json()
-                                  : Json{{"generation", job.previous_generation},
-                                         {"tasks", previous}}},
-              {"stoppedNodes", job.stopped_nodes},
-              {"clearing", job.clearing},
-              {"peerFailure",
-               job.peer_failure_generation == 0 || job.peer_failure_generation != job.generation
-                   ? Json(nullptr)
-                   : Json{{"generation", job.peer_failure_generation},
-                          {"node", job.peer_failure_node},
-                          {"message", job.peer_failure_why}}},
-              {"spec", io::JobRequestToJson(job.request)}};
+  return Json{
+      {"id", job.id},
+      {"name", job.request.name},
+      {"queue", job.request.queue},
+      {"owner", job.owner},
+      {"identity",
+       {{"runAs", job.identity.run_as},
+        {"tenant", job.identity.tenant},
+        {"allowRoot", job.identity.allow_root}}},
+      {"state", JobStateName(job.state)},
+      {"message", job.message},
+      {"submitted", TimeJson(job.submitted)},
+      {"started", TimeJson(job.started)},
+      {"finished", TimeJson(job.finished)},
+      {"lastCheckpoint", TimeJson(job.last_checkpoint)},
+      {"preemptDeadline", TimeJson(job.preempt_deadline)},
+      {"retryAt", TimeJson(job.retry_at)},
+      {"progress",
+       job.progress.empty() ? Json(nullptr) : Json::parse(job.progress, nullptr, false)},
+      {"restarts", job.restarts},
+      {"disruptions", job.disruptions},
+      {"preemptions", job.preemptions},
+      {"generation", job.generation},
+      {"masterPort", job.master_port},
+      {"lostGpuSeconds", job.lost_gpu_seconds},
+      {"gpuSeconds", job.gpu_seconds},
+      {"accountedTo", TimeJson(job.accounted_to)},
+      {"energyJoules", job.energy_joules},
+      {"energyTo", TimeJson(job.energy_to)},
+      {"checkpoints", job.checkpoints},
+      {"checkpointNote", job.checkpoint_note},
+      {"exitCode", job.exit_code < 0 ? Json() : Json(job.exit_code)},
+      {"exitSignal", job.exit_signal == 0 ? Json() : Json(job.exit_signal)},
+      {"events", job.events},
+      {"tasks", tasks},
+      {"previousRun", job.previous_generation == 0
+                          ? Json()
+                          : Json{{"generation", job.previous_generation}, {"tasks", previous}}},
+      {"stoppedNodes", job.stopped_nodes},
+      {"clearing", job.clearing},
+      {"peerFailure",
+       job.peer_failure_generation == 0 || job.peer_failure_generation != job.generation
+           ? Json(nullptr)
+           : Json{{"generation", job.peer_failure_generation},
+                  {"node", job.peer_failure_node},
+                  {"message", job.peer_failure_why}}},
+      {"spec", io::JobRequestToJson(job.request)}};
 }
 
 // A whole number in [lo, hi] at `key` of `j` (a stored record: errors name
@@ -172,6 +174,12 @@ Result<JobRecord> JobFromJson(const Json& j) {
   }
   if (j.contains("gpuSeconds")) {  // absent in records written before it existed
     UNIPOOL_RETURN_IF_ERROR(StoredInt(j, "gpuSeconds", 0, kMax, &job.gpu_seconds));
+  }
+  if (j.contains("energyJoules")) {  // absent in records written before it existed
+    if (!j["energyJoules"].is_number() || !(j["energyJoules"].get<double>() >= 0)) {
+      return InvalidArgument("energyJoules: expected a number of at least 0");
+    }
+    job.energy_joules = j["energyJoules"].get<double>();
   }
   if (j.contains("checkpoints")) {  // absent in records written before it existed
     UNIPOOL_RETURN_IF_ERROR(StoredInt(j, "checkpoints", 0, kMax, &job.checkpoints));
@@ -242,7 +250,8 @@ Result<JobRecord> JobFromJson(const Json& j) {
                           {"lastCheckpoint", &job.last_checkpoint},
                           {"preemptDeadline", &job.preempt_deadline},
                           {"retryAt", &job.retry_at},
-                          {"accountedTo", &job.accounted_to}}) {
+                          {"accountedTo", &job.accounted_to},
+                          {"energyTo", &job.energy_to}}) {
     Result<Time> t = TimeField(j, key);
     if (!t.ok()) return t.status();
     *out = *t;
