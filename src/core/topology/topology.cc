@@ -450,24 +450,33 @@ class TopologyBuilder {
 
   // A cap below what the domain draws idle could never hold.
   Status CheckCap(int t, GroupId g, const PowerCapSpec& c, const std::string& where) {
-    const Watts cap = c.cap;
-    int64_t idle = 0;
-    const NodeId first = t_.group_first_node(t, g);
-    for (int32_t k = 0; k < t_.group_num_nodes(t, g); ++k) {
-      idle += t_.node_idle_power(NodeId(first.value() + k)).value();
-    }
-    if (cap.value() > 0 && cap.value() >= idle) return Status::Ok();
+    const int64_t idle = IdleDraw(t)[g.value()];
+    if (c.cap.value() > 0 && c.cap.value() >= idle) return Status::Ok();
     char buf[160];
     std::snprintf(buf, sizeof buf, ": %.1f kW is below the %.1f kW that %s '%s' draws idle",
-                  cap.value() / 1e3, idle / 1e3, spec_.tiers[t].name.c_str(),
+                  c.cap.value() / 1e3, idle / 1e3, spec_.tiers[t].name.c_str(),
                   t_.group_names_[t][g.value()].c_str());
     return InvalidArgument(where + buf, c.loc);
+  }
+
+  // W each group of tier t draws idle, summed once per tier.
+  const std::vector<int64_t>& IdleDraw(int t) {
+    if (idle_draw_.empty()) idle_draw_.resize(tiers());
+    std::vector<int64_t>& idle = idle_draw_[t];
+    if (idle.empty()) {
+      idle.assign(t_.group_names_[t].size(), 0);
+      for (int32_t n = 0; n < t_.num_nodes(); ++n) {
+        idle[t_.group_of(NodeId(n), t).value()] += t_.node_idle_power(NodeId(n)).value();
+      }
+    }
+    return idle;
   }
 
   const ClusterSpec& spec_;
   Topology t_;
   std::vector<std::vector<int32_t>> group_of_;  // [tier][node]
   std::vector<std::vector<int32_t>> parents_;   // [tier][group]
+  std::vector<std::vector<int64_t>> idle_draw_;  // [tier][group] W, as needed
 };
 
 Result<Topology> Topology::Build(const ClusterSpec& spec) {
