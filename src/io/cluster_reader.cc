@@ -168,9 +168,29 @@ Status ReadPower(const YAML::Node& node, PowerSpec* out) {
   return Status::Ok();
 }
 
+// One storage system: {name, writeGBps, readGBps?, clientGBps, localGBps?}.
+Status ReadStorage(const YAML::Node& node, int index, StorageSpec* out) {
+  const std::string path = "spec.storage[" + std::to_string(index) + "]";
+  Result<Fields> f =
+      Fields::Of(node, path, {"name", "writeGBps", "readGBps", "clientGBps", "localGBps"});
+  if (!f.ok()) return f.status();
+  out->loc = f->loc();
+  UNIPOOL_RETURN_IF_ERROR(f->String("name", &out->name, true));
+  double write = 0, read = 0, client = 0, local = 0;
+  UNIPOOL_RETURN_IF_ERROR(f->Double("writeGBps", &write, 1e-3, 1e7, true));
+  UNIPOOL_RETURN_IF_ERROR(f->Double("readGBps", &read, 1e-3, 1e7));
+  UNIPOOL_RETURN_IF_ERROR(f->Double("clientGBps", &client, 1e-3, 1e5, true));
+  UNIPOOL_RETURN_IF_ERROR(f->Double("localGBps", &local, 0, 1e5));
+  out->write_bytes_per_s = write * 1e9;
+  out->read_bytes_per_s = read * 1e9;
+  out->client_bytes_per_s = client * 1e9;
+  out->local_bytes_per_s = local * 1e9;
+  return Status::Ok();
+}
+
 Status ReadSpec(const YAML::Node& node, ClusterSpec* out) {
   Result<Fields> f =
-      Fields::Of(node, "spec", {"gpuModels", "tiers", "generator", "nodes", "power"});
+      Fields::Of(node, "spec", {"gpuModels", "tiers", "generator", "nodes", "power", "storage"});
   if (!f.ok()) return f.status();
   out->loc = f->loc();
   std::vector<YAML::Node> items;
@@ -186,6 +206,12 @@ Status ReadSpec(const YAML::Node& node, ClusterSpec* out) {
     UNIPOOL_RETURN_IF_ERROR(ReadTier(items[i], static_cast<int>(i), &out->tiers.back()));
   }
   if (f->Has("power")) UNIPOOL_RETURN_IF_ERROR(ReadPower(f->Get("power"), &out->power));
+  UNIPOOL_RETURN_IF_ERROR(f->Sequence("storage", &items));
+  if (items.size() > 64) return Expected(f->Get("storage"), "spec.storage", "at most 64 systems");
+  out->storage.resize(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    UNIPOOL_RETURN_IF_ERROR(ReadStorage(items[i], static_cast<int>(i), &out->storage[i]));
+  }
   if (f->Has("generator") == f->Has("nodes")) {
     return InvalidArgument("spec: give exactly one of 'generator' or 'nodes'", f->loc());
   }

@@ -36,6 +36,15 @@ struct SimJob {
   CheckpointMode checkpoint = CheckpointMode::kNone;
   Duration checkpoint_interval;  // kFixed
   Duration checkpoint_cost;      // time to write one
+  // With a storage system in the cluster file (Topology::storage): the
+  // state a checkpoint writes, bytes. Its write then takes what the shared
+  // storage gives at that moment (SharedBandwidth), and each restart reads
+  // it back; `checkpoint_cost` is not used.
+  double checkpoint_bytes = 0;
+  // Two-stage: write to the nodes' fast tier (host memory or NVMe) and go
+  // on training while it drains to storage; a failure before the drain
+  // ends falls back to the checkpoint before.
+  bool two_stage = false;
   Duration restart_cost;         // from start to useful work, every start
   Duration runtime_estimate;     // given to the scheduler; 0 = none
 };
@@ -60,6 +69,7 @@ struct JobClass {
   double state_bytes_per_gpu = 0;
   double storage_bytes_per_s = 0;
   Duration checkpoint_fixed;
+  bool two_stage = false;  // SimJob::two_stage
   Duration restart_cost;
   bool estimate = true;  // give the scheduler its true runtime as estimate
 };
@@ -111,6 +121,9 @@ struct PolicyConfig {
   // (the "sjf" and "las" presets).
   bool override_queue_order = false;
   sched::QueueOrder queue_order = sched::QueueOrder::kSubmission;
+  // Overrides the jobs' two_stage when set.
+  bool override_two_stage = false;
+  bool two_stage = false;
 };
 
 struct SimConfig {

@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <queue>
+#include <unordered_map>
 
+#include "core/sim/storage.h"
 #include "core/sim/young_daly.h"
 
 namespace unipool::sim {
@@ -24,7 +27,8 @@ enum class Ev : uint8_t {
   kMaintStart,    // a: maintenance window, b: group
   kMaintEnd,      // a: maintenance window, b: group
   kSample,
-  kCycle,  // a scheduling cycle when cycles run on an interval
+  kCycle,    // a scheduling cycle when cycles run on an interval
+  kStorage,  // b: storage epoch (a transfer may have finished)
 };
 
 struct Event {
@@ -50,6 +54,15 @@ struct JobState {
   Time seg_start;       // when the current rate began in this segment
   Time run_start;
   int64_t stop_loss = 0;  // GPU-seconds a preemption under way will lose
+  // Checkpoints to storage (SimJob::checkpoint_bytes).
+  int32_t nodes = 1;        // of the current run
+  int64_t transfer = 0;     // a write or drain under way; 0: none
+  bool draining = false;    // it is a two-stage drain
+  bool wait_drain = false;  // a checkpoint waits for the previous drain
+  Duration undrained;       // work in the fast copy, not yet on storage
+  Time snapshot_at;         // when that copy was taken
+  Time write_start;         // when the current checkpoint began
+  Duration observed_stall;  // of its last checkpoint; 0: none yet
 };
 
 // The fewest groups per tier that `nodes` nodes fit in, by the size of a
@@ -73,7 +86,12 @@ struct Simulator::Impl {
         policy(policy),
         hooks(hooks),
         rng(rng),
-        sched(topo, policy.scheduler) {}
+        sched(topo, policy.scheduler) {
+    if (!topo.storage().empty()) {
+      storage = &topo.storage()[0];
+      pfs.emplace(storage->write_bytes_per_s);
+    }
+  }
 
   const Topology& topo;
   const SimConfig& config;
@@ -98,6 +116,10 @@ struct Simulator::Impl {
   int64_t down_gpus = 0;
   std::vector<bool> in_maintenance;  // per node: in a maintenance window
   int64_t drained_gpus = 0;          // by maintenance (see SetInMaintenance)
+  const StorageSpec* storage = nullptr;               // where checkpoints go; null: none
+  std::optional<SharedBandwidth> pfs;                 // its write bandwidth
+  int64_t storage_epoch = 0;                          // the live kStorage event's
+  std::unordered_map<int64_t, int64_t> transfer_job;  // transfer -> job index
 
   void Push(Time t, Ev kind, int64_t a = 0, int64_t b = 0) {
     queue.push(Event{t, seq++, kind, a, b});
@@ -202,6 +224,8 @@ struct Simulator::Impl {
           continue;
         s.phase = Phase::kDead;
         s.epoch++;
+        CancelTransfer(i);  // the failed node's share of it is gone
+        s.undrained = Duration(0);
         out.jobs[i].failures++;
         rec.jobs_hit++;
       }
@@ -282,7 +306,7 @@ struct Simulator::Impl {
   static JobId Sid(int64_t i) { return JobId(i + 1); }
   static int64_t Index(JobId id) { return id.value() - 1; }
 
-  Duration Interval(const SimJob& j, Gpus alloc) const {
+  Duration Interval(const SimJob& j, Gpus alloc, Duration cost) const {
     CheckpointMode mode = j.checkpoint;
     Duration fixed = j.checkpoint_interval;
     if (policy.override_checkpoint) {
@@ -302,9 +326,9 @@ struct Simulator::Impl {
         }
         const int64_t k = std::max<int64_t>(1, topo.node_gpus(NodeId(0)).value());
         const int64_t nodes = std::max<int64_t>(1, (alloc.value() + k - 1) / k);
-        if (per_node <= 0 || j.checkpoint_cost.value() <= 0) return Duration(0);
+        if (per_node <= 0 || cost.value() <= 0) return Duration(0);
         const Duration mtbf = Nanoseconds(std::llround(1e9 / (per_node * nodes)));
-        return DalyInterval(j.checkpoint_cost, mtbf);
+        return DalyInterval(cost, mtbf);
       }
     }
     return Duration(0);
@@ -318,7 +342,10 @@ struct Simulator::Impl {
     s.epoch++;
     s.alloc = alloc;
     s.rate = static_cast<double>(alloc.value()) / static_cast<double>(j.gpus.value());
-    s.interval = Interval(j, alloc);
+    CancelTransfer(i);
+    s.undrained = Duration(0);
+    s.nodes = std::max<int32_t>(1, static_cast<int32_t>(placement.tasks.size()));
+    s.interval = Interval(j, alloc, StallCost(i));
     out.jobs[i].checkpoint_interval = s.interval;
     s.run_start = now;
     if (out.jobs[i].first_start.value() < 0) {
@@ -334,7 +361,92 @@ struct Simulator::Impl {
         return;
       }
     }
-    Push(now + j.restart_cost, Ev::kBeginCompute, i, s.epoch);
+    // A restart reads the last checkpoint back (uncontended).
+    const Duration read = Stored(i) && out.jobs[i].committed.value() > 0
+                              ? Transfer(j.checkpoint_bytes, storage->read_bytes_per_s, s)
+                              : Duration(0);
+    Push(now + j.restart_cost + read, Ev::kBeginCompute, i, s.epoch);
+  }
+
+  // ---- Checkpoints to storage ------------------------------------------------
+
+  bool Stored(int64_t i) const { return storage && jobs[i].checkpoint_bytes > 0; }
+  bool TwoStage(int64_t i) const {
+    const bool asked = policy.override_two_stage ? policy.two_stage : jobs[i].two_stage;
+    return Stored(i) && asked && storage->local_bytes_per_s > 0;
+  }
+  // `bytes` at the lesser of `aggregate` and the run's client links.
+  Duration Transfer(double bytes, double aggregate, const JobState& s) const {
+    const double rate = std::min(aggregate, s.nodes * storage->client_bytes_per_s);
+    return Nanoseconds(std::llround(bytes / rate * 1e9));
+  }
+  // What one checkpoint stalls training: the last one seen, or by the
+  // model alone on storage (to the fast tier for two-stage).
+  Duration StallCost(int64_t i) const {
+    const JobState& s = state[i];
+    if (!Stored(i)) return jobs[i].checkpoint_cost;
+    if (TwoStage(i)) {
+      return Nanoseconds(
+          std::llround(jobs[i].checkpoint_bytes / (s.nodes * storage->local_bytes_per_s) * 1e9));
+    }
+    if (s.observed_stall.value() > 0) return s.observed_stall;
+    return Transfer(jobs[i].checkpoint_bytes, storage->write_bytes_per_s, s);
+  }
+
+  void StartTransfer(int64_t i, bool drain) {
+    JobState& s = state[i];
+    s.transfer = pfs->Start(now, jobs[i].checkpoint_bytes, s.nodes * storage->client_bytes_per_s);
+    s.draining = drain;
+    transfer_job[s.transfer] = i;
+    RescheduleStorage();
+  }
+
+  void CancelTransfer(int64_t i) {
+    JobState& s = state[i];
+    s.wait_drain = false;
+    if (s.transfer == 0) return;
+    if (s.draining) out.drains_lost++;
+    pfs->Remove(now, s.transfer);
+    transfer_job.erase(s.transfer);
+    s.transfer = 0;
+    s.draining = false;
+    RescheduleStorage();
+  }
+
+  void RescheduleStorage() {
+    ++storage_epoch;
+    if (auto next = pfs->NextCompletion()) {
+      Push(std::max(next->first, now), Ev::kStorage, 0, storage_epoch);
+    }
+  }
+
+  // The transfer due now, if any, is done: a write ends the checkpoint, a
+  // drain makes the fast copy durable.
+  void OnStorage(int64_t epoch) {
+    if (epoch != storage_epoch) return;
+    pfs->Advance(now);
+    const auto next = pfs->NextCompletion();
+    if (!next || next->first > now) return RescheduleStorage();
+    const int64_t i = transfer_job.at(next->second);
+    JobState& s = state[i];
+    pfs->Remove(now, s.transfer);
+    transfer_job.erase(s.transfer);
+    s.transfer = 0;
+    const bool drain = s.draining;
+    s.draining = false;
+    RescheduleStorage();
+    drain ? EndDrain(i) : EndWrite(i);
+  }
+
+  void EndDrain(int64_t i) {
+    JobState& s = state[i];
+    Commit(i, s.undrained);
+    s.undrained = Duration(0);
+    (void)sched.Checkpointed(Sid(i), s.snapshot_at);
+    if (s.wait_drain) {
+      s.wait_drain = false;
+      Push(now + StallCost(i), Ev::kEndWrite, i, s.epoch);
+    }
   }
 
   Duration WallFor(Duration work, double rate) const {
@@ -344,7 +456,8 @@ struct Simulator::Impl {
   void BeginSegment(int64_t i) {
     const SimJob& j = jobs[i];
     JobState& s = state[i];
-    const Duration left = j.work - out.jobs[i].committed;
+    if (Stored(i)) s.interval = Interval(j, s.alloc, StallCost(i));  // from the observed cost
+    const Duration left = j.work - out.jobs[i].committed - s.undrained;
     s.seg_target = s.interval.value() > 0 ? std::min(s.interval, left) : left;
     s.seg_done = Duration(0);
     s.seg_start = now;
@@ -365,11 +478,13 @@ struct Simulator::Impl {
   void EndCompute(int64_t i) {
     const SimJob& j = jobs[i];
     JobState& s = state[i];
-    if (out.jobs[i].committed + s.seg_target >= j.work) {  // done
+    if (out.jobs[i].committed + s.undrained + s.seg_target >= j.work) {  // done
       const sched::JobInfo* info = sched.Find(Sid(i));
       if (info) out.jobs[i].energy_joules = sched.EnergyJoules(*info, now);
       if (!sched.Finish(Sid(i), now).ok()) return;         // not running as the scheduler sees it
-      Commit(i, s.seg_target);
+      CancelTransfer(i);
+      Commit(i, s.undrained + s.seg_target);
+      s.undrained = Duration(0);
       s.phase = Phase::kDone;
       out.jobs[i].end = now;
       out.jobs[i].held += now - s.run_start;
@@ -378,12 +493,34 @@ struct Simulator::Impl {
       return;
     }
     s.phase = Phase::kWriting;
-    Push(now + j.checkpoint_cost, Ev::kEndWrite, i, s.epoch);
+    s.write_start = now;
+    if (!Stored(i)) {
+      Push(now + j.checkpoint_cost, Ev::kEndWrite, i, s.epoch);
+    } else if (!TwoStage(i)) {
+      StartTransfer(i, /*drain=*/false);
+    } else if (s.transfer != 0) {
+      s.wait_drain = true;  // the fast tier holds one copy: the last must drain first
+    } else {
+      Push(now + StallCost(i), Ev::kEndWrite, i, s.epoch);
+    }
   }
 
   void EndWrite(int64_t i) {
-    Commit(i, state[i].seg_target);
-    (void)sched.Checkpointed(Sid(i), now);
+    JobState& s = state[i];
+    if (Stored(i)) {
+      s.observed_stall = now - s.write_start;
+      out.checkpoint_stall_ns.push_back(s.observed_stall.value());
+      out.jobs[i].checkpoints++;
+      out.jobs[i].checkpoint_stall += s.observed_stall;
+    }
+    if (TwoStage(i)) {
+      s.undrained += s.seg_target;
+      s.snapshot_at = s.write_start;
+      StartTransfer(i, /*drain=*/true);
+    } else {
+      Commit(i, s.seg_target);
+      (void)sched.Checkpointed(Sid(i), now);
+    }
     BeginSegment(i);
   }
 
@@ -392,11 +529,17 @@ struct Simulator::Impl {
     JobState& s = state[i];
     Duration saved(0);
     Time stop = now;
+    // A fast copy not yet drained is saved with the rest, or lost with it.
+    const Duration undrained = s.undrained;
+    const Duration cost = Stored(i)
+                              ? Transfer(jobs[i].checkpoint_bytes, storage->write_bytes_per_s, s)
+                              : jobs[i].checkpoint_cost;
     if (s.phase == Phase::kComputing || s.phase == Phase::kWriting) {
-      const Duration progress = s.phase == Phase::kWriting ? s.seg_target : SegmentProgress(s);
-      if (now + jobs[i].checkpoint_cost <= deadline && progress.value() > 0) {
+      const Duration progress =
+          (s.phase == Phase::kWriting ? s.seg_target : SegmentProgress(s)) + undrained;
+      if (now + cost <= deadline && progress.value() > 0) {
         saved = progress;
-        stop = now + jobs[i].checkpoint_cost;
+        stop = now + cost;
       } else {
         stop = deadline;
       }
@@ -407,8 +550,10 @@ struct Simulator::Impl {
     // Lost: the work not saved, and the restart it will need.
     const Duration unsaved =
         s.phase == Phase::kComputing || s.phase == Phase::kWriting
-            ? (s.phase == Phase::kWriting ? s.seg_target : SegmentProgress(s)) - saved
+            ? (s.phase == Phase::kWriting ? s.seg_target : SegmentProgress(s)) + undrained - saved
             : Duration(0);
+    CancelTransfer(i);
+    s.undrained = Duration(0);
     s.stop_loss = static_cast<int64_t>(ToSeconds(unsaved + jobs[i].restart_cost) *
                                        static_cast<double>(s.alloc.value()));
     out.jobs[i].preemptions++;
@@ -474,6 +619,12 @@ struct Simulator::Impl {
     }
     spec.runtime_estimate = j.runtime_estimate;
     spec.checkpoint_cost = j.checkpoint_cost;
+    if (Stored(i)) {  // as alone on storage, over the nodes it would take
+      JobState guess;
+      guess.nodes = static_cast<int32_t>(std::max<int64_t>(
+          1, j.gpus.value() / std::max<int64_t>(1, topo.node_gpus(NodeId(0)).value())));
+      spec.checkpoint_cost = Transfer(j.checkpoint_bytes, storage->write_bytes_per_s, guess);
+    }
     spec.restart_cost = j.restart_cost;
     Status st = sched.Submit(spec, now);
     if (!st.ok()) {  // a shape the cluster can never hold
@@ -507,6 +658,8 @@ struct Simulator::Impl {
       }
       out.jobs[i].lost_gpu_seconds += q->lost_gpu_seconds;
       out.jobs[i].held += now - state[i].run_start;
+      CancelTransfer(i);  // a fast copy not drained is lost with the node
+      state[i].undrained = Duration(0);
       state[i].phase = Phase::kQueued;
       state[i].epoch++;
     } else if (const auto* f = std::get_if<sched::FailJob>(&d)) {
@@ -580,6 +733,9 @@ struct Simulator::Impl {
         cycle_pending = false;
         due = true;
         break;
+      case Ev::kStorage:
+        OnStorage(e.b);
+        break;
     }
   }
 
@@ -652,6 +808,8 @@ struct Simulator::Impl {
         out.jobs[i].held += out.end - state[i].run_start;
       // Work done but not yet saved when the horizon cuts the run counts as
       // done: it was not lost.
+      if (p == Phase::kComputing || p == Phase::kWriting)
+        Commit(static_cast<int64_t>(i), state[i].undrained);
       if (p == Phase::kComputing) Commit(static_cast<int64_t>(i), SegmentProgress(state[i]));
       if (p == Phase::kWriting) Commit(static_cast<int64_t>(i), state[i].seg_target);
       // Pending for ever: say so.

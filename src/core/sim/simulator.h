@@ -46,6 +46,10 @@ struct JobRecord {
   Duration held;                 // wall time holding GPUs
   Duration checkpoint_interval;  // of its last run (Young-Daly's, a fixed one); 0: none
   double energy_joules = 0;      // IT energy of its runs (sched::Scheduler::EnergyJoules)
+  // Checkpoints it wrote to storage (SimJob::checkpoint_bytes) and the time
+  // its training stood still for them.
+  int32_t checkpoints = 0;
+  Duration checkpoint_stall;
   bool infeasible = false;
   // Its first placement: nodes, and groups used at each tier (leaves,
   // spines...); 0 and empty until it starts.
@@ -104,6 +108,10 @@ struct SimOutput {
   double it_energy_joules = 0;
   int64_t peak_it_watts = 0;
   double pue = 1;
+  // How long each checkpoint to storage stalled its job (SimJob::
+  // checkpoint_bytes), in ns; and two-stage drains that a failure cut off.
+  std::vector<int64_t> checkpoint_stall_ns;
+  int64_t drains_lost = 0;
   sched::SchedulerStats scheduler;       // the scheduler's own counters
   std::vector<int64_t> lost_by_process;  // failure lost work per process
 };

@@ -376,6 +376,65 @@ TEST(SimulatorTest, AHallPowerCapHoldsBackWorkAndCostsJct) {
   EXPECT_NEAR(capped.it_energy_mwh - free.it_energy_mwh, 32 * 8 * 445 * 7200 / 3.6e9, 1e-6);
 }
 
+// A cluster of 80 8-GPU nodes on one storage system: 100 GB/s of writes
+// in all, 25 GB/s per node; nodes with 10 GB/s of fast tier each.
+Topology StorageCluster() {
+  ClusterSpec spec = unipool::testing::ThreeTier(640);
+  spec.generator->partition_tier.clear();
+  StorageSpec st;
+  st.name = "lustre";
+  st.write_bytes_per_s = 100e9;
+  st.client_bytes_per_s = 25e9;
+  st.local_bytes_per_s = 10e9;
+  spec.storage.push_back(st);
+  return Topology::Build(spec).value();
+}
+
+// `n` jobs of 64 GPUs (8 nodes: 200 GB/s of client links) writing a 1 TB
+// checkpoint after their first hour of two, all started at time 0.
+SimOutput Checkpointers(const Topology& topo, int n, bool two_stage) {
+  std::vector<SimJob> jobs;
+  for (int64_t i = 1; i <= n; ++i) {
+    SimJob j;
+    j.id = i;
+    j.name = "j" + std::to_string(i);
+    j.gpus = Gpus(64);
+    j.work = Seconds(7200);
+    j.checkpoint = CheckpointMode::kFixed;
+    j.checkpoint_interval = Seconds(3600);
+    j.checkpoint_bytes = 1e12;
+    j.two_stage = two_stage;
+    jobs.push_back(j);
+  }
+  Rng rng(1);
+  Result<SimOutput> out = Simulator(topo, OneQueue(), NoFlaky()).Run(jobs, rng);
+  EXPECT_TRUE(out.ok()) << out.status().message();
+  return std::move(out).value();
+}
+
+// Alone, a job's checkpoint gets the whole 100 GB/s: 10 s. Ten at once
+// share it, 10 GB/s each: every one takes 100 s and its job ends 100 s
+// after its two hours. Two-stage, each writes its 1 TB to its nodes' fast
+// tier (8 x 10 GB/s: 12.5 s) and trains on while the ten drains share the
+// storage; they end before the jobs do, so nothing is lost.
+TEST(SimulatorTest, CheckpointsWrittenAtOnceShareTheStorageBandwidth) {
+  const Topology topo = StorageCluster();
+  const SimOutput alone = Checkpointers(topo, 1, false);
+  ASSERT_EQ(alone.checkpoint_stall_ns.size(), 1u);
+  EXPECT_EQ(alone.checkpoint_stall_ns[0], Seconds(10).value());
+  const SimOutput ten = Checkpointers(topo, 10, false);
+  ASSERT_EQ(ten.checkpoint_stall_ns.size(), 10u);
+  for (int64_t ns : ten.checkpoint_stall_ns) EXPECT_EQ(ns, Seconds(100).value());
+  for (const JobRecord& r : ten.jobs) {
+    EXPECT_EQ(r.end, Seconds(7200 + 100)) << r.name;
+    EXPECT_EQ(r.checkpoints, 1);
+  }
+  const SimOutput staged = Checkpointers(topo, 10, true);
+  for (int64_t ns : staged.checkpoint_stall_ns) EXPECT_EQ(ns, Milliseconds(12500).value());
+  for (const JobRecord& r : staged.jobs) EXPECT_EQ(r.end, Seconds(7200) + Milliseconds(12500));
+  EXPECT_EQ(staged.drains_lost, 0);
+}
+
 TEST(SummaryTest, TheTablesQuantilesAreTheChartsQuantiles) {
   std::vector<double> v = {5, 1, 9, 3, 7, 2, 8};
   const Percentiles p = PercentilesOf(v);

@@ -92,9 +92,23 @@ struct PowerSpec {
   SourceLoc loc;
 };
 
+// A shared storage system (a parallel file system, an object store) that
+// jobs checkpoint to and read from. Rates in bytes per second.
+struct StorageSpec {
+  std::string name;
+  double write_bytes_per_s = 0;   // aggregate, all clients together
+  double read_bytes_per_s = 0;    // aggregate; 0: as write
+  double client_bytes_per_s = 0;  // one node's link to it
+  // Each node's fast tier (host memory or local NVMe) for two-stage
+  // checkpoints; 0: none.
+  double local_bytes_per_s = 0;
+  SourceLoc loc;
+};
+
 struct ClusterSpec {
   std::string name;
   PowerSpec power;
+  std::vector<StorageSpec> storage;
   std::vector<GpuModel> gpu_models;  // in addition to the built-in catalog
   std::vector<TierSpec> tiers;
   std::optional<GeneratorSpec> generator;  // exactly one of generator, nodes

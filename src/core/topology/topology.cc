@@ -46,6 +46,7 @@ class TopologyBuilder {
                                             : Explicit());
     Finish();
     UNIPOOL_RETURN_IF_ERROR(BuildPower());
+    UNIPOOL_RETURN_IF_ERROR(BuildStorage());
     return std::move(t_);
   }
 
@@ -444,6 +445,29 @@ class TopologyBuilder {
         caps[g] = c.cap.value();
       }
       t_.has_power_caps_ = true;
+    }
+    return Status::Ok();
+  }
+
+  // ---- Phase 6: storage ---------------------------------------------------
+  Status BuildStorage() {
+    for (size_t i = 0; i < spec_.storage.size(); ++i) {
+      StorageSpec st = spec_.storage[i];
+      const std::string where = "spec.storage[" + std::to_string(i) + "]";
+      if (st.name.empty()) return InvalidArgument(where + ".name: must not be empty", st.loc);
+      for (size_t k = 0; k < i; ++k) {
+        if (spec_.storage[k].name == st.name) {
+          return InvalidArgument(where + ".name: '" + st.name + "' is listed twice", st.loc);
+        }
+      }
+      if (!(st.write_bytes_per_s > 0)) {
+        return InvalidArgument(where + ".writeGBps: must be greater than 0", st.loc);
+      }
+      if (!(st.client_bytes_per_s > 0)) {
+        return InvalidArgument(where + ".clientGBps: must be greater than 0", st.loc);
+      }
+      if (st.read_bytes_per_s <= 0) st.read_bytes_per_s = st.write_bytes_per_s;
+      t_.storage_.push_back(std::move(st));
     }
     return Status::Ok();
   }

@@ -130,6 +130,10 @@ class Topology {
   }
   double pue() const { return pue_; }
 
+  // Storage systems, as the cluster file lists them (read_bytes_per_s
+  // filled in); the first is where jobs checkpoint.
+  const std::vector<StorageSpec>& storage() const { return storage_; }
+
   // Interned tables.
   const std::vector<GpuModel>& models() const { return models_; }
   const std::vector<std::string>& partitions() const { return partitions_; }
@@ -168,6 +172,7 @@ class Topology {
   std::vector<std::vector<int64_t>> power_cap_;  // [tier][group] W; empty: none
   bool has_power_caps_ = false;
   double pue_ = 1.0;
+  std::vector<StorageSpec> storage_;
 };
 
 }  // namespace unipool
