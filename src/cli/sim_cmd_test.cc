@@ -64,14 +64,19 @@ TEST(SimCommandTest, LostWorkNeverExceedsTheGpuHoursThereWere) {
   EXPECT_GT(lost, 0.95 * there_were);  // and nearly all of it: nothing is ever saved
 }
 
+// The summary of every policy of a bundled example, as JSON (empty when
+// the run fails, which the test then reports).
+json PoliciesOf(const std::string& example) {
+  testing::RunResult r = RunUnipool({"sim", example, "-o", "json", "--no-progress"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r.exit_code == 0 ? json::parse(r.out)["policies"] : json::array();
+}
+
 // The power example (docs/sim.md, "Power"): hall 1's 1.5 MW cap keeps
 // the cluster under 3.5 MW of IT power, where the uncapped baseline peaks
 // near 4 MW, and costs the jobs time (mean JCT 7.1 h -> 14.2 h).
 TEST(SimCommandTest, ThePowerExampleHoldsTheHallAtItsCapAndShowsTheCost) {
-  testing::RunResult r =
-      RunUnipool({"sim", "examples/sims/power-cap.yaml", "-o", "json", "--no-progress"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const json p = json::parse(r.out)["policies"];
+  const json p = PoliciesOf("examples/sims/power-cap.yaml");
   ASSERT_EQ(p.size(), 2u);
   const json &capped = p[0], &uncapped = p[1];
   // Hall 0 at most 2.0 MW (all 2,048 GPUs training) + hall 1's cap.
@@ -82,6 +87,23 @@ TEST(SimCommandTest, ThePowerExampleHoldsTheHallAtItsCapAndShowsTheCost) {
   EXPECT_EQ(capped["jobs"]["done"], uncapped["jobs"]["done"]);
   EXPECT_NEAR(capped["power"]["facilityEnergyMwh"].get<double>(),
               1.3 * capped["power"]["itEnergyMwh"].get<double>(), 1e-6);
+}
+
+// The storage example (docs/sim.md, "Checkpoints and storage"): a 5.67 TB
+// checkpoint of a 405B-class job on 16,384 H100s stalls it 2.8 s on 2 TB/s
+// of storage (its 2,048 nodes' links give more), 27.7 ms to host memory
+// (2,048 x 100 GB/s); two-stage keeps more of the time useful even though
+// failures cut some drains off and fall back.
+TEST(SimCommandTest, TwoStageCheckpointsBeatDirectOnTheLlama3FailureRate) {
+  const json p = PoliciesOf("examples/sims/checkpoint-storage.yaml");
+  ASSERT_EQ(p.size(), 2u);
+  const json &direct = p[0], &staged = p[1];
+  EXPECT_NEAR(direct["checkpointStallSeconds"]["p50"].get<double>(), 5670e9 / 2e12, 1e-3);
+  EXPECT_NEAR(staged["checkpointStallSeconds"]["p50"].get<double>(), 5670e9 / (2048 * 100e9), 1e-6);
+  EXPECT_EQ(direct["drainsLost"], 0);
+  EXPECT_GT(staged["drainsLost"].get<int64_t>(), 0);
+  EXPECT_GT(staged["ettr"].get<double>(), direct["ettr"].get<double>() + 0.01);
+  EXPECT_EQ(staged["failures"]["count"], direct["failures"]["count"]);  // the same seed
 }
 
 TEST(SimCommandTest, WritesReportAndTimeSeries) {

@@ -206,6 +206,7 @@ Status ReadSpec(const YAML::Node& node, ClusterSpec* out) {
     UNIPOOL_RETURN_IF_ERROR(ReadTier(items[i], static_cast<int>(i), &out->tiers.back()));
   }
   if (f->Has("power")) UNIPOOL_RETURN_IF_ERROR(ReadPower(f->Get("power"), &out->power));
+  items.clear();  // Sequence leaves it as it was when the key is absent
   UNIPOOL_RETURN_IF_ERROR(f->Sequence("storage", &items));
   if (items.size() > 64) return Expected(f->Get("storage"), "spec.storage", "at most 64 systems");
   out->storage.resize(items.size());

@@ -150,6 +150,28 @@ TEST(ClusterReaderTest, ReadsPowerCapsAndChecksThemAgainstIdleDraw) {
   EXPECT_NE(BuildPowered("{pue: 0.9}").message().find("spec.power.pue"), std::string::npos);
 }
 
+TEST(ClusterReaderTest, ReadsStorageSystems) {
+  // (PoweredCluster's power line, then the storage list.)
+  Result<ClusterSpec> spec = ParseClusterSpec(PoweredCluster(
+      "{}\n  storage: [{name: lustre, writeGBps: 400, clientGBps: 25, localGBps: 50}]"));
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  Result<Topology> t = Topology::Build(*spec);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ASSERT_EQ(t->storage().size(), 1u);
+  EXPECT_DOUBLE_EQ(t->storage()[0].write_bytes_per_s, 400e9);
+  EXPECT_DOUBLE_EQ(t->storage()[0].read_bytes_per_s, 400e9);  // as write when not given
+  EXPECT_DOUBLE_EQ(t->storage()[0].local_bytes_per_s, 50e9);
+  Result<ClusterSpec> bad =
+      ParseClusterSpec(PoweredCluster("{}\n  storage: [{name: lustre, writeGBps: 400}]"));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("spec.storage[0].clientGBps: required"), std::string::npos)
+      << bad.status().ToString();
+  EXPECT_EQ(BuildPowered("{}\n  storage: [{name: a, writeGBps: 1, clientGBps: 1}, "
+                         "{name: a, writeGBps: 1, clientGBps: 1}]")
+                .message(),
+            "spec.storage[1].name: 'a' is listed twice");
+}
+
 TEST(ClusterReaderTest, ErrorsNameLineColumnAndField) {
   Result<ClusterSpec> spec = ParseClusterSpec(R"(apiVersion: unipool/v1
 kind: Cluster

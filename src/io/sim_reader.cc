@@ -84,12 +84,12 @@ Result<int32_t> QueueIndex(const std::vector<sim::QueueConfig>& queues, const Fi
 
 Status ReadClass(const YAML::Node& node, const std::string& path,
                  const std::vector<sim::QueueConfig>& queues, sim::JobClass* c) {
-  Result<Fields> f = Fields::Of(node, path,
-                                {"name", "share", "sizes", "durationMedian", "durationSigma",
-                                 "durationMax", "queue", "priority", "preemptible", "spanPartitions",
-                                 "elasticMin",
-                                 "checkpoint", "checkpointInterval", "stateGBPerGpu", "storageGBps",
-                                 "checkpointCost", "restartCost", "estimate"});
+  Result<Fields> f =
+      Fields::Of(node, path,
+                 {"name", "share", "sizes", "durationMedian", "durationSigma", "durationMax",
+                  "queue", "priority", "preemptible", "spanPartitions", "elasticMin", "checkpoint",
+                  "checkpointInterval", "stateGBPerGpu", "storageGBps", "checkpointCost",
+                  "twoStage", "restartCost", "estimate"});
   if (!f.ok()) return f.status();
   UNIPOOL_RETURN_IF_ERROR(f->String("name", &c->name, true));
   UNIPOOL_RETURN_IF_ERROR(f->Double("share", &c->share, 1e-9, 1e12));
@@ -128,6 +128,7 @@ Status ReadClass(const YAML::Node& node, const std::string& path,
   c->state_bytes_per_gpu = state_gb * 1e9;
   c->storage_bytes_per_s = storage_gbps * 1e9;
   UNIPOOL_RETURN_IF_ERROR(f->Dur("checkpointCost", &c->checkpoint_fixed));
+  UNIPOOL_RETURN_IF_ERROR(f->Bool("twoStage", &c->two_stage));
   UNIPOOL_RETURN_IF_ERROR(f->Dur("restartCost", &c->restart_cost));
   UNIPOOL_RETURN_IF_ERROR(f->Bool("estimate", &c->estimate));
   if (c->checkpoint == sim::CheckpointMode::kFixed && c->checkpoint_interval.value() <= 0) {
@@ -139,10 +140,11 @@ Status ReadClass(const YAML::Node& node, const std::string& path,
 
 Status ReadJob(const YAML::Node& node, const std::string& path,
                const std::vector<sim::QueueConfig>& queues, sim::SimJob* j) {
-  Result<Fields> f = Fields::Of(node, path,
-                                {"name", "gpus", "submit", "duration", "queue", "priority",
-                                 "preemptible", "spanPartitions", "elasticMin", "checkpoint", "checkpointInterval",
-                                 "checkpointCost", "restartCost", "estimate"});
+  Result<Fields> f =
+      Fields::Of(node, path,
+                 {"name", "gpus", "submit", "duration", "queue", "priority", "preemptible",
+                  "spanPartitions", "elasticMin", "checkpoint", "checkpointInterval",
+                  "checkpointCost", "checkpointGB", "twoStage", "restartCost", "estimate"});
   if (!f.ok()) return f.status();
   UNIPOOL_RETURN_IF_ERROR(f->String("name", &j->name, true));
   int64_t gpus = 0, priority = 0;
@@ -163,6 +165,10 @@ Status ReadJob(const YAML::Node& node, const std::string& path,
   UNIPOOL_RETURN_IF_ERROR(ReadCheckpointMode(*f, "checkpoint", &j->checkpoint));
   UNIPOOL_RETURN_IF_ERROR(f->Dur("checkpointInterval", &j->checkpoint_interval));
   UNIPOOL_RETURN_IF_ERROR(f->Dur("checkpointCost", &j->checkpoint_cost));
+  double checkpoint_gb = 0;
+  UNIPOOL_RETURN_IF_ERROR(f->Double("checkpointGB", &checkpoint_gb, 0, 1e9));
+  j->checkpoint_bytes = checkpoint_gb * 1e9;
+  UNIPOOL_RETURN_IF_ERROR(f->Bool("twoStage", &j->two_stage));
   UNIPOOL_RETURN_IF_ERROR(f->Dur("restartCost", &j->restart_cost));
   bool estimate = true;
   UNIPOOL_RETURN_IF_ERROR(f->Bool("estimate", &estimate));
@@ -304,10 +310,11 @@ Status ReadMaintenance(const YAML::Node& node, const std::string& path, const To
 }
 
 Status ReadPolicy(const YAML::Node& node, const std::string& path, sim::PolicyConfig* p) {
-  Result<Fields> f = Fields::Of(node, path,
-                                {"name", "preset", "placer", "preemption", "backfill", "minRuntime",
-                                 "checkpoint", "checkpointInterval", "flakyFailures",
-                                 "compactMaxWait", "commShare", "queueOrder", "powerCaps"});
+  Result<Fields> f =
+      Fields::Of(node, path,
+                 {"name", "preset", "placer", "preemption", "backfill", "minRuntime", "checkpoint",
+                  "checkpointInterval", "flakyFailures", "compactMaxWait", "commShare",
+                  "queueOrder", "powerCaps", "twoStage"});
   if (!f.ok()) return f.status();
   std::string preset;
   UNIPOOL_RETURN_IF_ERROR(f->String("preset", &preset));
@@ -328,6 +335,10 @@ Status ReadPolicy(const YAML::Node& node, const std::string& path, sim::PolicyCo
   UNIPOOL_RETURN_IF_ERROR(f->Bool("preemption", &p->scheduler.preemption));
   UNIPOOL_RETURN_IF_ERROR(f->Bool("backfill", &p->scheduler.backfill));
   UNIPOOL_RETURN_IF_ERROR(f->Bool("powerCaps", &p->scheduler.power_caps));
+  if (f->Has("twoStage")) {
+    p->override_two_stage = true;
+    UNIPOOL_RETURN_IF_ERROR(f->Bool("twoStage", &p->two_stage));
+  }
   UNIPOOL_RETURN_IF_ERROR(f->Dur("minRuntime", &p->scheduler.min_runtime));
   UNIPOOL_RETURN_IF_ERROR(f->Dur("compactMaxWait", &p->scheduler.compact_max_wait));
   UNIPOOL_RETURN_IF_ERROR(f->Double("commShare", &p->scheduler.comm_share, 0, 1));

@@ -88,6 +88,21 @@ std::vector<std::pair<std::string, std::vector<std::string>>> ComparisonRows(
     return s.checkpoint_interval.count == 0 ? std::string("- (none)")
                                             : HumanSeconds(s.checkpoint_interval.p50);
   });
+  if (std::any_of(runs.begin(), runs.end(),
+                  [](const SimRun& r) { return r.summary.checkpoint_stall.count > 0; })) {
+    add("checkpoint stall p50 / p99", [](const S& s) {
+      // Stalls are often under a second: ms, then tenths of seconds.
+      const auto fine = [](double x) {
+        return x < 1 ? Fixed(x * 1000, 1) + " ms" : x < 120 ? Fixed(x, 1) + " s" : HumanSeconds(x);
+      };
+      return s.checkpoint_stall.count == 0
+                 ? std::string("- (none to storage)")
+                 : fine(s.checkpoint_stall.p50) + " / " + fine(s.checkpoint_stall.p99);
+    });
+    add("checkpoints to storage, drains lost", [](const S& s) {
+      return Thousands(s.checkpoint_stall.count) + ", " + Thousands(s.drains_lost);
+    });
+  }
   add("JCT mean / p50 / p99", [](const S& s) {
     return s.jct.count == 0 ? std::string("- (none done)")
                             : HumanSeconds(s.jct.mean) + " / " + HumanSeconds(s.jct.p50) + " / " +
@@ -194,6 +209,8 @@ std::string SimJson(const SimHeader& h, const std::vector<SimRun>& runs) {
     p["jctSeconds"] = PercentilesJson(s.jct);
     p["waitSeconds"] = PercentilesJson(s.wait);
     p["checkpointIntervalSeconds"] = PercentilesJson(s.checkpoint_interval);
+    p["checkpointStallSeconds"] = PercentilesJson(s.checkpoint_stall);
+    p["drainsLost"] = s.drains_lost;
     p["makespanSeconds"] = s.makespan_seconds < 0 ? nlohmann::ordered_json()
                                                   : nlohmann::ordered_json(s.makespan_seconds);
     if (s.gangs > 0) {

@@ -142,6 +142,11 @@ Summary Summarize(const SimOutput& out, const SimConfig& config) {
     if (j.checkpoint_interval.value() > 0) intervals.push_back(ToSeconds(j.checkpoint_interval));
   }
   s.checkpoint_interval = PercentilesOf(std::move(intervals));
+  std::vector<double> stalls;
+  stalls.reserve(out.checkpoint_stall_ns.size());
+  for (int64_t ns : out.checkpoint_stall_ns) stalls.push_back(static_cast<double>(ns) * 1e-9);
+  s.checkpoint_stall = PercentilesOf(std::move(stalls));
+  s.drains_lost = out.drains_lost;
   const GroupRow everyone = all.Finish();
   s.ettr = everyone.ettr;
   s.jct = everyone.jct;

@@ -51,6 +51,10 @@ struct Summary {
   double ettr = 0;
   Percentiles jct, wait;            // of every job (done ones for jct, started ones for wait)
   Percentiles checkpoint_interval;  // seconds, of the jobs that checkpoint
+  // Seconds each checkpoint to storage stalled its job (SimJob::
+  // checkpoint_bytes), and two-stage drains a failure cut off.
+  Percentiles checkpoint_stall;
+  int64_t drains_lost = 0;
   // From the first submission to the last completion, when every feasible
   // job completed; -1 otherwise.
   double makespan_seconds = -1;

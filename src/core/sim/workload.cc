@@ -95,6 +95,12 @@ Result<std::vector<SimJob>> Generate(const SyntheticSpec& spec, Rng& rng) {
     j.checkpoint = c.checkpoint;
     j.checkpoint_interval = c.checkpoint_interval;
     j.checkpoint_cost = CheckpointCost(c, j.gpus.value());
+    // Without a bandwidth of its own, the state goes to the cluster's
+    // storage (used when the cluster file lists one).
+    if (c.storage_bytes_per_s <= 0) {
+      j.checkpoint_bytes = c.state_bytes_per_gpu * static_cast<double>(j.gpus.value());
+    }
+    j.two_stage = c.two_stage;
     j.restart_cost = c.restart_cost;
     if (c.estimate) j.runtime_estimate = j.work + j.restart_cost;
     jobs.push_back(std::move(j));
