@@ -7,6 +7,7 @@
 #include <queue>
 #include <unordered_map>
 
+#include "core/sim/simulator_internal.h"
 #include "core/sim/storage.h"
 #include "core/sim/young_daly.h"
 
@@ -14,56 +15,7 @@ namespace unipool::sim {
 namespace {
 
 using sched::JobId;
-
-enum class Ev : uint8_t {
-  kArrival,       // a: job
-  kBeginCompute,  // a: job, b: epoch (restart done)
-  kEndCompute,    // a: job, b: epoch
-  kEndWrite,      // a: job, b: epoch (checkpoint written)
-  kStopDone,      // a: job, b: epoch (a preempted job is gone)
-  kFailure,       // a: process
-  kDetect,        // a: process, b: instance
-  kRepair,        // a: process, b: instance
-  kMaintStart,    // a: maintenance window, b: group
-  kMaintEnd,      // a: maintenance window, b: group
-  kSample,
-  kCycle,    // a scheduling cycle when cycles run on an interval
-  kStorage,  // b: storage epoch (a transfer may have finished)
-};
-
-struct Event {
-  Time t;
-  uint64_t seq;
-  Ev kind;
-  int64_t a;
-  int64_t b;
-  bool operator>(const Event& o) const { return t != o.t ? t > o.t : seq > o.seq; }
-};
-
-// Where a job is in its current run.
-enum class Phase { kQueued, kRestarting, kComputing, kWriting, kStopping, kDead, kDone };
-
-struct JobState {
-  Phase phase = Phase::kQueued;
-  int64_t epoch = 0;
-  Gpus alloc;
-  double rate = 1;      // alloc / gpus: progress per wall second
-  Duration interval;    // compute between checkpoints (0 = never)
-  Duration seg_target;  // work of the current segment
-  Duration seg_done;    // work done in it before seg_start
-  Time seg_start;       // when the current rate began in this segment
-  Time run_start;
-  int64_t stop_loss = 0;  // GPU-seconds a preemption under way will lose
-  // Checkpoints to storage (SimJob::checkpoint_bytes).
-  int32_t nodes = 1;        // of the current run
-  int64_t transfer = 0;     // a write or drain under way; 0: none
-  bool draining = false;    // it is a two-stage drain
-  bool wait_drain = false;  // a checkpoint waits for the previous drain
-  Duration undrained;       // work in the fast copy, not yet on storage
-  Time snapshot_at;         // when that copy was taken
-  Time write_start;         // when the current checkpoint began
-  Duration observed_stall;  // of its last checkpoint; 0: none yet
-};
+using namespace internal;  // NOLINT: the engine's own event and run state
 
 // The fewest groups per tier that `nodes` nodes fit in, by the size of a
 // tier's first group.
@@ -89,7 +41,7 @@ struct Simulator::Impl {
         sched(topo, policy.scheduler) {
     if (!topo.storage().empty()) {
       storage = &topo.storage()[0];
-      pfs.emplace(storage->write_bytes_per_s);
+      traffic.emplace(storage->write_bytes_per_s);
     }
   }
 
@@ -117,9 +69,8 @@ struct Simulator::Impl {
   std::vector<bool> in_maintenance;  // per node: in a maintenance window
   int64_t drained_gpus = 0;          // by maintenance (see SetInMaintenance)
   const StorageSpec* storage = nullptr;               // where checkpoints go; null: none
-  std::optional<SharedBandwidth> pfs;                 // its write bandwidth
+  std::optional<CheckpointTraffic> traffic;           // on its write bandwidth
   int64_t storage_epoch = 0;                          // the live kStorage event's
-  std::unordered_map<int64_t, int64_t> transfer_job;  // transfer -> job index
 
   void Push(Time t, Ev kind, int64_t a = 0, int64_t b = 0) {
     queue.push(Event{t, seq++, kind, a, b});
@@ -395,9 +346,9 @@ struct Simulator::Impl {
 
   void StartTransfer(int64_t i, bool drain) {
     JobState& s = state[i];
-    s.transfer = pfs->Start(now, jobs[i].checkpoint_bytes, s.nodes * storage->client_bytes_per_s);
+    s.transfer = traffic->Start(now, i, drain, jobs[i].checkpoint_bytes,
+                                s.nodes * storage->client_bytes_per_s);
     s.draining = drain;
-    transfer_job[s.transfer] = i;
     RescheduleStorage();
   }
 
@@ -406,8 +357,7 @@ struct Simulator::Impl {
     s.wait_drain = false;
     if (s.transfer == 0) return;
     if (s.draining) out.drains_lost++;
-    pfs->Remove(now, s.transfer);
-    transfer_job.erase(s.transfer);
+    traffic->Cancel(now, s.transfer);
     s.transfer = 0;
     s.draining = false;
     RescheduleStorage();
@@ -415,8 +365,8 @@ struct Simulator::Impl {
 
   void RescheduleStorage() {
     ++storage_epoch;
-    if (auto next = pfs->NextCompletion()) {
-      Push(std::max(next->first, now), Ev::kStorage, 0, storage_epoch);
+    if (const std::optional<Time> next = traffic->NextEnd()) {
+      Push(std::max(*next, now), Ev::kStorage, 0, storage_epoch);
     }
   }
 
@@ -424,18 +374,13 @@ struct Simulator::Impl {
   // drain makes the fast copy durable.
   void OnStorage(int64_t epoch) {
     if (epoch != storage_epoch) return;
-    pfs->Advance(now);
-    const auto next = pfs->NextCompletion();
-    if (!next || next->first > now) return RescheduleStorage();
-    const int64_t i = transfer_job.at(next->second);
-    JobState& s = state[i];
-    pfs->Remove(now, s.transfer);
-    transfer_job.erase(s.transfer);
-    s.transfer = 0;
-    const bool drain = s.draining;
-    s.draining = false;
+    const std::optional<CheckpointTraffic::Ended> ended = traffic->TakeEnded(now);
     RescheduleStorage();
-    drain ? EndDrain(i) : EndWrite(i);
+    if (!ended) return;
+    JobState& s = state[ended->job];
+    s.transfer = 0;
+    s.draining = false;
+    ended->drain ? EndDrain(ended->job) : EndWrite(ended->job);
   }
 
   void EndDrain(int64_t i) {

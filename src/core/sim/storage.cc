@@ -65,4 +65,29 @@ double SharedBandwidth::rate(int64_t id) const {
   return 0;
 }
 
+int64_t CheckpointTraffic::Start(Time now, int64_t job, bool drain, double bytes, double cap) {
+  const int64_t id = bw_.Start(now, bytes, cap);
+  owner_[id] = {job, drain};
+  return id;
+}
+
+void CheckpointTraffic::Cancel(Time now, int64_t id) {
+  if (owner_.erase(id) > 0) bw_.Remove(now, id);
+}
+
+std::optional<Time> CheckpointTraffic::NextEnd() const {
+  const auto next = bw_.NextCompletion();
+  if (!next) return std::nullopt;
+  return next->first;
+}
+
+std::optional<CheckpointTraffic::Ended> CheckpointTraffic::TakeEnded(Time now) {
+  bw_.Advance(now);
+  const auto next = bw_.NextCompletion();
+  if (!next || next->first > now) return std::nullopt;
+  const auto [job, drain] = owner_.at(next->second);
+  Cancel(now, next->second);
+  return Ended{next->second, job, drain};
+}
+
 }  // namespace unipool::sim

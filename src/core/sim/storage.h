@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -52,6 +53,32 @@ class SharedBandwidth {
   Time at_;
   int64_t next_id_ = 1;
   std::vector<Transfer> transfers_;
+};
+
+// The checkpoint traffic of a simulation on one storage system: whose each
+// transfer is (a job in the simulator's numbering) and whether it is a
+// two-stage drain or a direct write.
+class CheckpointTraffic {
+ public:
+  explicit CheckpointTraffic(double aggregate_bytes_per_s) : bw_(aggregate_bytes_per_s) {}
+
+  // Starts a transfer for `job`; returns its id (never 0).
+  int64_t Start(Time now, int64_t job, bool drain, double bytes, double cap);
+  // Drops a transfer; unknown ids (and 0) are ignored.
+  void Cancel(Time now, int64_t id);
+  // When the next transfer ends at the current rates; nullopt: none.
+  std::optional<Time> NextEnd() const;
+  struct Ended {
+    int64_t id;
+    int64_t job;
+    bool drain;
+  };
+  // Removes and returns the transfer due at `now`, if one is.
+  std::optional<Ended> TakeEnded(Time now);
+
+ private:
+  SharedBandwidth bw_;
+  std::unordered_map<int64_t, std::pair<int64_t, bool>> owner_;  // id -> (job, drain)
 };
 
 }  // namespace unipool::sim
