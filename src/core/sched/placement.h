@@ -41,8 +41,15 @@ struct Placement {
 // `worst_tier` (-1: inside one node).
 Duration RingAllReduce1GiB(const Topology& topo, int worst_tier, int64_t gpus);
 
-// Fills in `p.score` from its tasks. REQUIRES: tasks sorted by node id.
+// Fills in `p.score` from its tasks, in rank order. Tasks in node order
+// with one per node (what the placer makes) cost O(groups used x tiers x
+// log tasks); any other order O(tasks x tiers).
 void ScorePlacement(const Topology& topo, Placement& p);
+
+// Adds `more` to `tasks`, keeping node order and one task per node (the
+// GPUs of two tasks on one node are merged). REQUIRES: `tasks` sorted by
+// node id. O(|more| log |tasks|) moves for a few, O(|tasks| + |more|) for many.
+void MergeInNodeOrder(std::vector<Task>& tasks, std::vector<Task> more);
 
 // "2 nodes in rack-3 (pod-0); ring all-reduce of 1 GiB ~ 21 ms".
 std::string DescribePlacement(const Topology& topo, const Placement& p);

@@ -41,6 +41,8 @@ Scheduler::Scheduler(const Topology& topo, SchedulerOptions options)
     }
   }
   group_partition_.resize(topo.num_tiers());
+  group_slot_.resize(topo.num_tiers());
+  for (int t = 0; t < topo.num_tiers(); ++t) group_slot_[t].assign(topo.num_groups(t), kUnseen);
   for (int t = 0; t < topo.num_tiers(); ++t) {
     group_partition_[t].assign(topo.num_groups(t), -2);  // -2: not seen yet
     for (int32_t n = 0; n < nodes; ++n) {
@@ -461,39 +463,17 @@ Status Scheduler::SetNodeStates(const std::vector<NodeId>& nodes, NodeState stat
 // spare (one lost node) or by free GPUs inside the group the job already
 // spans, and only those slices change hands. Otherwise it is requeued.
 void Scheduler::RestartAfterFailure(JobInfo& job, Time now) {
-  std::vector<Task> lost, kept;
+  const auto down = [&](const Task& t) { return node_state_[t.node.value()] == NodeState::kDown; };
+  std::vector<Task> lost;
   for (const Task& t : job.placement.tasks) {
-    (node_state_[t.node.value()] == NodeState::kDown ? lost : kept).push_back(t);
+    if (down(t)) lost.push_back(t);
   }
   const NodeId failed = lost.empty() ? NodeId() : lost.front().node;
   if (job.phase != JobPhase::kRunning || lost.empty() || !options_.restart_in_place) {
     return Requeue(job, failed, now);
   }
-  int64_t lost_gpus = 0;
-  for (const Task& t : lost) lost_gpus += CountGpus(t.gpus);
-  std::vector<Task> fresh;
-  std::optional<NodeId> spare =
-      lost.size() == 1 ? FindSpare(job, failed, static_cast<int32_t>(lost_gpus)) : std::nullopt;
-  if (spare) {
-    // The spare stops being one; the failed node, once repaired, is the new spare.
-    spare_[spare->value()] = false;
-    spare_[failed.value()] = true;
-    power_.Unhide(*spare);
-    SetUsable(*spare, true);
-    fresh.push_back(Task{*spare, AllGpus(static_cast<int32_t>(lost_gpus))});
-  } else {
-    // (A job with its own node per task would get a second task on a node.)
-    if (job.spec.max_tasks_per_node > 0) return Requeue(job, failed, now);
-    PlaceRequest req;
-    req.task_gpus = job.spec.task_gpus;
-    req.tasks = lost_gpus / job.spec.task_gpus;
-    const int span = std::max(job.placement.score.span_tier, 0);
-    req.within = std::make_pair(span, topo_->group_of(failed, span));
-    PlaceOutcome out = placer_.Place(PoolFor(job.partition), req);
-    auto* placed = std::get_if<Placed>(&out);
-    if (!placed) return Requeue(job, failed, now);
-    fresh = std::move(placed->placement.tasks);
-  }
+  std::optional<std::vector<Task>> fresh = Replacements(job, lost);
+  if (!fresh) return Requeue(job, failed, now);
   const int64_t lost_work = LostGpuSeconds(job, now);
   job.lost_gpu_seconds += lost_work;
   stats_.failed_gpu_seconds += lost_work;
@@ -505,22 +485,52 @@ void Scheduler::RestartAfterFailure(JobInfo& job, Time now) {
     on.erase(std::remove(on.begin(), on.end(), job.spec.id), on.end());
   }
   ApplyToPools(lost, /*take=*/false);  // the nodes are out: their GPUs wait hidden
-  ApplyToPools(fresh, /*take=*/true);
-  std::map<NodeId, GpuMask> merged;
-  for (const Task& t : kept) merged[t.node] |= t.gpus;
-  for (const Task& t : fresh) {
-    merged[t.node] |= t.gpus;
+  ApplyToPools(*fresh, /*take=*/true);
+  for (const Task& t : *fresh) {
     auto& on = node_jobs_[t.node.value()];
     if (std::find(on.begin(), on.end(), job.spec.id) == on.end()) on.push_back(job.spec.id);
   }
-  job.placement.tasks.clear();
-  for (const auto& [node, mask] : merged) job.placement.tasks.push_back(Task{node, mask});
+  // Only the lost slices change: O(tasks) moves, no rebuild of the gang.
+  std::vector<Task>& tasks = job.placement.tasks;
+  tasks.erase(std::remove_if(tasks.begin(), tasks.end(), down), tasks.end());
+  MergeInNodeOrder(tasks, std::move(*fresh));
   ScorePlacement(*topo_, job.placement);
   job.restarts++;
   job.started = now;
   job.last_checkpoint = now;
   stats_.placements++;
   out_.push_back(StartJob{job.spec.id, job.placement, job.partition});
+}
+
+// Slices in place of a running job's lost ones: a hot spare (one lost
+// node) or free GPUs inside the group the job already spans; nullopt when
+// neither is there.
+std::optional<std::vector<Task>> Scheduler::Replacements(const JobInfo& job,
+                                                         const std::vector<Task>& lost) {
+  const NodeId failed = lost.front().node;
+  int64_t lost_gpus = 0;
+  for (const Task& t : lost) lost_gpus += CountGpus(t.gpus);
+  std::optional<NodeId> spare =
+      lost.size() == 1 ? FindSpare(job, failed, static_cast<int32_t>(lost_gpus)) : std::nullopt;
+  if (spare) {
+    // The spare stops being one; the failed node, once repaired, is the new spare.
+    spare_[spare->value()] = false;
+    spare_[failed.value()] = true;
+    power_.Unhide(*spare);
+    SetUsable(*spare, true);
+    return std::vector<Task>{Task{*spare, AllGpus(static_cast<int32_t>(lost_gpus))}};
+  }
+  // (A job with its own node per task would get a second task on a node.)
+  if (job.spec.max_tasks_per_node > 0) return std::nullopt;
+  PlaceRequest req;
+  req.task_gpus = job.spec.task_gpus;
+  req.tasks = lost_gpus / job.spec.task_gpus;
+  const int span = std::max(job.placement.score.span_tier, 0);
+  req.within = std::make_pair(span, topo_->group_of(failed, span));
+  PlaceOutcome out = placer_.Place(PoolFor(job.partition), req);
+  auto* placed = std::get_if<Placed>(&out);
+  if (!placed) return std::nullopt;
+  return std::move(placed->placement.tasks);
 }
 
 // A hot spare for a job's failed node: up, idle, with enough GPUs, in the

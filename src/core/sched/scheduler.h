@@ -288,6 +288,12 @@ class Scheduler {
   // Preempt and plan.
   bool TryShrink(JobInfo& job, const PlaceRequest& base, CycleState& cs);
   bool TryPreempt(JobInfo& job, CycleState& cs);
+  struct Victim;
+  struct VictimSet;
+  struct VictimSets;
+  std::vector<Victim> PreemptionCandidates(const JobInfo& job, Time now) const;
+  void CheapestVictimSets(const JobSpec& s, Gpus need, VictimSets& sets);
+  bool PreemptFirstThatFits(JobInfo& job, Gpus need, const VictimSets& sets, Time now);
   bool MayPreempt(const JobInfo& preemptor, const JobInfo& victim, Time now) const;
   void Reserve(JobInfo& job, CycleState& cs);
 
@@ -323,6 +329,7 @@ class Scheduler {
   void Accrue(JobInfo& job, Time now);
   void Requeue(JobInfo& job, NodeId failed, Time now);
   void RestartAfterFailure(JobInfo& job, Time now);
+  std::optional<std::vector<Task>> Replacements(const JobInfo& job, const std::vector<Task>& lost);
   std::optional<NodeId> FindSpare(const JobInfo& job, NodeId failed, int32_t gpus) const;
   // `usable`: up and not a spare; a node power keeps hidden stays hidden.
   void SetUsable(NodeId node, bool usable);
@@ -343,6 +350,9 @@ class Scheduler {
   Pool global_;                                        // every node
   std::vector<std::unique_ptr<Pool>> partitions_;      // one per partition
   std::vector<std::vector<int32_t>> group_partition_;  // [tier][group]: -1 mixed
+  // [tier][group]: CheapestVictimSets' scratch, kUnseen between calls.
+  static constexpr int32_t kUnseen = -1;
+  std::vector<std::vector<int32_t>> group_slot_;
   TopologyPlacer topology_placer_;
   FirstFitPlacer first_fit_placer_;
   const Placer& placer_;

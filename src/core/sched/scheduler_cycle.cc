@@ -3,7 +3,6 @@
 // and committing and releasing GPUs.
 #include <algorithm>
 #include <functional>
-#include <map>
 #include <queue>
 #include <tuple>
 
@@ -417,13 +416,10 @@ void Scheduler::Grow(CycleState& cs) {
       if (auto* placed = std::get_if<Placed>(&out)) grown = std::move(*placed);
     }
     if (!grown) continue;
-    const Placed* placed = &*grown;
-    // Merge: the job's slices plus the new ones, in node order.
-    std::map<NodeId, GpuMask> merged;
-    for (const Task& t : job.placement.tasks) merged[t.node] |= t.gpus;
-    for (const Task& t : placed->placement.tasks) merged[t.node] |= t.gpus;
-    Placement p;
-    for (const auto& [node, mask] : merged) p.tasks.push_back(Task{node, mask});
+    Placed* placed = &*grown;
+    Placement p;  // the job's slices plus the new ones, in node order
+    p.tasks = job.placement.tasks;
+    MergeInNodeOrder(p.tasks, std::move(placed->placement.tasks));
     ScorePlacement(*topo_, p);
     Commit(job, p, job.partition, cs.now);
   }

@@ -9,6 +9,7 @@
 #include <set>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "core/sched/scheduler.h"
 
@@ -35,6 +36,29 @@ struct Scheduler::Attempt {
   std::optional<Placement> placement;
   int32_t partition = -1;
   PendingReason reason = reason::New{};
+};
+
+// A running job a preemptor may stop, and what stopping it costs.
+struct Scheduler::Victim {
+  int64_t cost;  // GPU-seconds lost (LostGpuSeconds)
+  JobId id;
+  const JobInfo* job;
+};
+
+// The cheapest victims inside one group that make room there: victims
+// indices into VictimSets::candidates, at chosen[first, first + victims).
+struct Scheduler::VictimSet {
+  int64_t cost;
+  size_t victims;
+  int tier;
+  int32_t group;
+  size_t first;
+};
+
+struct Scheduler::VictimSets {
+  std::vector<Victim> candidates;  // cheapest first
+  std::vector<size_t> chosen;
+  std::vector<VictimSet> options;  // cheapest first
 };
 
 }  // namespace unipool::sched

@@ -52,83 +52,123 @@ bool Scheduler::TryPreempt(JobInfo& job, CycleState& cs) {
   cs.preemption_attempts++;
   stats_.preemption_searches++;
   job.last_preempt_attempt = cs.now;
-  struct Candidate {
-    int64_t cost;
-    JobId id;
-  };
-  std::vector<Candidate> candidates;
-  for (JobId id : running_) {
-    const JobInfo& v = jobs_.at(id);
-    if (MayPreempt(job, v, cs.now)) candidates.push_back({LostGpuSeconds(v, cs.now), id});
-  }
-  if (candidates.empty()) return false;
-  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
-    return std::tie(a.cost, a.id) < std::tie(b.cost, b.id);
-  });
-  const int max_tier = s.required_tier >= 0 ? s.required_tier : topo_->top_tier();
+  VictimSets sets;
+  sets.candidates = PreemptionCandidates(job, cs.now);
+  if (sets.candidates.empty()) return false;
   // Not even every candidate together would make room.
   int64_t total = PoolFor(s.partition).Free(topo_->top_tier(), GroupId(0));
-  for (const Candidate& c : candidates) total += jobs_.at(c.id).allocated().value();
+  for (const Victim& v : sets.candidates) total += jobs_.at(v.id).allocated().value();
   if (total < need.value()) return false;
-  // Usable GPUs each candidate frees per group: [tier][group] -> (candidate, gpus).
-  std::vector<std::unordered_map<int32_t, std::vector<std::pair<size_t, int64_t>>>> freed(max_tier +
-                                                                                          1);
-  for (size_t c = 0; c < candidates.size(); ++c) {
-    for (const Task& t : jobs_.at(candidates[c].id).placement.tasks) {
-      if (!global_.usable(t.node)) continue;
-      for (int tier = 0; tier <= max_tier; ++tier) {
-        auto& list = freed[tier][topo_->group_of(t.node, tier).value()];
-        if (list.empty() || list.back().first != c) list.emplace_back(c, 0);
-        list.back().second += CountGpus(t.gpus);
-      }
-    }
+  CheapestVictimSets(s, need, sets);
+  return PreemptFirstThatFits(job, need, sets, cs.now);
+}
+
+// The running jobs `job` may preempt, cheapest first.
+std::vector<Scheduler::Victim> Scheduler::PreemptionCandidates(const JobInfo& job, Time now) const {
+  std::vector<Victim> out;
+  for (JobId id : running_) {
+    const JobInfo& v = jobs_.at(id);
+    if (MayPreempt(job, v, now)) out.push_back({LostGpuSeconds(v, now), id, &v});
   }
-  struct Option {
-    int64_t cost;
-    size_t victims;
+  std::sort(out.begin(), out.end(), [](const Victim& a, const Victim& b) {
+    return std::tie(a.cost, a.id) < std::tie(b.cost, b.id);
+  });
+  return out;
+}
+
+// Phase 1 lists, per (tier, group), the usable GPUs each candidate frees
+// there, in candidate (cost) order: one linked list per group in a flat
+// arena, the group's index in group_slot_ (no hash map, no allocation per
+// group).
+// Phase 2 takes, per group, candidates in that order until the group's
+// free GPUs plus theirs reach `need`: the cheapest set for that group.
+// Groups too small for the job, or outside its partition, are skipped.
+void Scheduler::CheapestVictimSets(const JobSpec& s, Gpus need, VictimSets& sets) {
+  struct Entry {
+    int32_t candidate;
+    int32_t next;  // -1: the last of its group
+    int64_t gpus;
+  };
+  struct Group {
     int tier;
     int32_t group;
-    std::vector<size_t> chosen;
+    int32_t head, tail;
+    bool allowed;  // big enough for the job, in its partition
   };
-  std::vector<Option> options;
-  for (int tier = 0; tier <= max_tier; ++tier) {
-    for (const auto& [g, list] : freed[tier]) {
-      const int32_t gp = group_partition_[tier][g];
-      if (gp == -1 && !s.span_partitions && !partitions_.empty()) continue;
-      if (s.partition >= 0 && gp != s.partition) continue;
-      int64_t have = PoolFor(gp).Free(tier, GroupId(g));
-      Option o{0, 0, tier, g, {}};
-      std::unordered_map<int32_t, Gpus> taken;  // from other queues, by queue
-      for (const auto& [c, gpus] : list) {      // list is in cost order
-        if (have >= need.value()) break;
-        const JobInfo& v = jobs_.at(candidates[c].id);
-        if (v.spec.queue != s.queue) {  // together, too, only what the queue borrowed
-          Gpus& from = taken[v.spec.queue.value()];
-          if (from + v.allocated() > queues_.Borrowed(v.spec.queue)) continue;
-          from += v.allocated();
+  std::vector<Entry> entries;
+  std::vector<Group> groups;
+  const int max_tier = s.required_tier >= 0 ? s.required_tier : topo_->top_tier();
+  const auto allowed = [&](int tier, int32_t g) {
+    if (topo_->group_gpus(tier, GroupId(g)) < need) return false;
+    const int32_t gp = group_partition_[tier][g];
+    if (gp == -1 && !s.span_partitions && !partitions_.empty()) return false;
+    return s.partition < 0 || gp == s.partition;
+  };
+  for (size_t c = 0; c < sets.candidates.size(); ++c) {
+    for (const Task& t : sets.candidates[c].job->placement.tasks) {
+      if (!global_.usable(t.node)) continue;
+      for (int tier = 0; tier <= max_tier; ++tier) {
+        const int32_t g = topo_->group_of(t.node, tier).value();
+        int32_t& slot = group_slot_[tier][g];
+        if (slot == kUnseen) {
+          slot = static_cast<int32_t>(groups.size());
+          groups.push_back({tier, g, -1, -1, allowed(tier, g)});
         }
-        have += gpus;
-        o.cost += candidates[c].cost;
-        o.chosen.push_back(c);
+        Group& group = groups[slot];
+        if (!group.allowed) continue;
+        if (group.tail < 0 || entries[group.tail].candidate != static_cast<int32_t>(c)) {
+          const int32_t e = static_cast<int32_t>(entries.size());
+          entries.push_back({static_cast<int32_t>(c), -1, 0});
+          (group.tail < 0 ? group.head : entries[group.tail].next) = e;
+          group.tail = e;
+        }
+        entries[group.tail].gpus += CountGpus(t.gpus);
       }
-      if (have < need.value() || o.chosen.empty()) continue;
-      o.victims = o.chosen.size();
-      options.push_back(std::move(o));
     }
   }
-  std::sort(options.begin(), options.end(), [](const Option& a, const Option& b) {
+  for (const Group& group : groups) {
+    if (!group.allowed) continue;
+    int64_t have =
+        PoolFor(group_partition_[group.tier][group.group]).Free(group.tier, GroupId(group.group));
+    VictimSet o{0, 0, group.tier, group.group, sets.chosen.size()};
+    std::unordered_map<int32_t, Gpus> taken;  // from other queues, by queue
+    for (int32_t e = group.head; e >= 0 && have < need.value(); e = entries[e].next) {
+      const Victim& v = sets.candidates[entries[e].candidate];
+      if (v.job->spec.queue != s.queue) {  // together, too, only what the queue borrowed
+        Gpus& from = taken[v.job->spec.queue.value()];
+        if (from + v.job->allocated() > queues_.Borrowed(v.job->spec.queue)) continue;
+        from += v.job->allocated();
+      }
+      have += entries[e].gpus;
+      o.cost += v.cost;
+      sets.chosen.push_back(static_cast<size_t>(entries[e].candidate));
+    }
+    o.victims = sets.chosen.size() - o.first;
+    if (have < need.value() || o.victims == 0) {
+      sets.chosen.resize(o.first);
+      continue;
+    }
+    sets.options.push_back(o);
+  }
+  for (const Group& group : groups) group_slot_[group.tier][group.group] = kUnseen;
+  std::sort(sets.options.begin(), sets.options.end(), [](const VictimSet& a, const VictimSet& b) {
     return std::tie(a.cost, a.victims, a.tier, a.group) <
            std::tie(b.cost, b.victims, b.tier, b.group);
   });
+}
+
+// Trial of the cheapest sets in turn: give the victims' GPUs back, try to
+// place, take them again. The first that fits is preempted.
+bool Scheduler::PreemptFirstThatFits(JobInfo& job, Gpus need, const VictimSets& sets, Time now) {
+  const JobSpec& s = job.spec;
   constexpr size_t kTrials = 8;
-  for (size_t i = 0; i < options.size() && i < kTrials; ++i) {
-    const Option& o = options[i];
-    const int32_t gp = group_partition_[o.tier][o.group];
-    Pool& pool = PoolFor(gp);
-    // Trial: give the victims' GPUs back, try, take them again.
+  for (size_t i = 0; i < sets.options.size() && i < kTrials; ++i) {
+    const VictimSet& o = sets.options[i];
+    const auto chosen = [&](size_t k) { return sets.candidates[sets.chosen[o.first + k]]; };
+    Pool& pool = PoolFor(group_partition_[o.tier][o.group]);
     std::vector<Task> given;
-    for (size_t c : o.chosen) {
-      for (const Task& t : jobs_.at(candidates[c].id).placement.tasks) {
+    for (size_t k = 0; k < o.victims; ++k) {
+      for (const Task& t : chosen(k).job->placement.tasks) {
         if (pool.member(t.node) && pool.usable(t.node)) {
           pool.Release(t.node, t.gpus);
           given.push_back(t);
@@ -144,14 +184,14 @@ bool Scheduler::TryPreempt(JobInfo& job, CycleState& cs) {
     for (const Task& t : given) pool.Take(t.node, t.gpus);
     pool.Flush();
     if (!fits) continue;
-    for (size_t c : o.chosen) {
-      JobInfo& v = jobs_.at(candidates[c].id);
+    for (size_t k = 0; k < o.victims; ++k) {
+      JobInfo& v = jobs_.at(chosen(k).id);
       v.phase = JobPhase::kPreempting;
       preempting_.insert(v.spec.id);
-      v.preempt_deadline = cs.now + queues_.spec(v.spec.queue).grace;
+      v.preempt_deadline = now + queues_.spec(v.spec.queue).grace;
       v.preemptions++;
       stats_.preemptions++;
-      out_.push_back(PreemptJob{v.spec.id, s.id, v.preempt_deadline, candidates[c].cost});
+      out_.push_back(PreemptJob{v.spec.id, s.id, v.preempt_deadline, chosen(k).cost});
       job.victims.push_back(v.spec.id);
     }
     preemptors_.insert(s.id);
