@@ -99,6 +99,7 @@ def main():
           flush=True)
 
     def save(step):
+        began = time.monotonic()
         rngs = [None] * world  # every rank's RNG state, so a resumed run draws the same data
         dist.all_gather_object(rngs, torch.get_rng_state())
         if rank == 0:
@@ -106,7 +107,9 @@ def main():
             torch.save({"model": model.module.state_dict(), "optimizer": optimizer.state_dict(),
                         "step": step, "rng": rngs}, tmp)
             os.replace(tmp, os.path.join(ckpt_dir, f"ckpt-{step}.pt"))
-            report({"checkpoint": {"step": step, "path": ckpt_dir}})
+            # How long the save held training up; the agent measures its size.
+            report({"checkpoint": {"step": step, "path": ckpt_dir,
+                                   "seconds": round(time.monotonic() - began, 6)}})
 
     while step < args.steps:
         # Everyone stops together: a preempted rank tells the others.

@@ -56,11 +56,14 @@ def latest():
 def save(step):
     if rank != 0:
         return
+    began = time.monotonic()
     tmp = os.path.join(ckpt_dir, f".ckpt-{step}.tmp")
     with open(tmp, "w") as f:
         json.dump({"step": step, "world": world}, f)
     os.replace(tmp, os.path.join(ckpt_dir, f"ckpt-{step}.json"))
-    report({"checkpoint": {"step": step, "path": ckpt_dir}})
+    # How long the save held training up; the agent measures its size.
+    report({"checkpoint": {"step": step, "path": ckpt_dir,
+                           "seconds": round(time.monotonic() - began, 6)}})
 
 
 step = latest()

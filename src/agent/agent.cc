@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "agent/agent_internal.h"
+#include "agent/checkpoint_size.h"
 #include "agent/gpu_metrics.h"
 #include "agent/steady_clock.h"
 #include "io/yaml_fields.h"
@@ -627,6 +628,23 @@ void Agent::CheckHung(int64_t job, LocalRun& run) {
   run.run.Kill();
 }
 
+// A checkpoint report as forwarded: the job's own object, with its size
+// measured on disk when the job did not give one (CheckpointBytes: the
+// files under its path, inside the job's checkpoint directory, written
+// since the previous checkpoint).
+Json Agent::MeasuredCheckpoint(const Json& reported, LocalRun& run) {
+  Json c = reported.is_object() ? reported : Json::object();
+  const auto now = std::filesystem::file_time_type::clock::now();
+  if (!c.contains("bytes") && c.contains("path") && c["path"].is_string()) {
+    if (std::optional<int64_t> bytes = CheckpointBytes(
+            c["path"].get<std::string>(), run.place.checkpoint_dir, run.checkpoint_since)) {
+      c["bytes"] = *bytes;
+    }
+  }
+  run.checkpoint_since = now;
+  return c;
+}
+
 // Reads new lines of the run's report files; forwards progress (at most
 // once a second) and rank 0's checkpoints.
 void Agent::ForwardReports(int64_t job, LocalRun& run) {
@@ -648,7 +666,7 @@ void Agent::ForwardReports(int64_t job, LocalRun& run) {
         if (path == run.report0 && step != run.last_checkpoint_step) {
           run.last_checkpoint_step = step;
           Report(job, run.generation, "checkpoint", "step " + std::to_string(step),
-                 c.is_object() ? c : Json::object());
+                 MeasuredCheckpoint(c, run));
         }
         continue;
       }

@@ -33,9 +33,10 @@
 //
 // Progress: each process may append JSON lines to $UNIPOOL_REPORT_FILE:
 //   {"step": 120, "loss": 2.31, "throughput": 5400, "gradNorm": 0.8}
-//   {"checkpoint": {"step": 100, "path": "..."}}
+//   {"checkpoint": {"step": 100, "path": "...", "seconds": 4.2, "bytes": 1234}}
 // The agent forwards the latest progress (at most once a second) and every
-// checkpoint of global rank 0.
+// checkpoint of global rank 0, measuring its bytes on disk when the job
+// gives its path but not its size (checkpoint_size.h).
 #pragma once
 
 #include <atomic>
@@ -179,6 +180,7 @@ class Agent {
   void StartRun(const Json& a);
   void Finish(int64_t job, LocalRun& run);
   void ForwardReports(int64_t job, LocalRun& run);
+  Json MeasuredCheckpoint(const Json& reported, LocalRun& run);
   // True when the server answered (whatever it said).
   bool Report(int64_t job, int64_t generation, const std::string& kind, const std::string& msg,
               const Json& data = Json());

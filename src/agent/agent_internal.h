@@ -2,6 +2,7 @@
 // one run of a job on this node.
 #pragma once
 
+#include <filesystem>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,6 +27,8 @@ struct Agent::LocalRun {
   Json last_progress;  // the last progress rank 0 reported (sent with the final report)
   int64_t progress_sent_ms = 0;
   int64_t last_checkpoint_step = -1;
+  // Files modified since then belong to the next checkpoint (CheckpointBytes).
+  std::filesystem::file_time_type checkpoint_since = std::filesystem::file_time_type::clock::now();
   std::vector<pid_t> pgids;     // registered with the fence
   int64_t fences_at_start = 0;  // FenceCount() when it started
   // Hung runs (spec.progressTimeout, watched where rank 0 runs).

@@ -97,6 +97,14 @@ TEST_F(AgentE2eTest, PreemptedJobCheckpointsAndResumes) {
   }
   // It checkpointed on SIGTERM (checkpoint-every is 1000) and resumed there.
   EXPECT_EQ(Json::parse(ReadAll(Ckpt(low) + "/done.json"))["step"], 60);
+  // What that cost, measured: the trainer timed its saves, the agent found
+  // the files the last one wrote (ckpt-60.json, {"step": 60, "world": 6}, and
+  // maybe done.json), the server timed the start-up.
+  EXPECT_EQ(l["savesOnStop"], true) << l.dump();
+  EXPECT_GT(l["checkpointSeconds"].get<double>(), 0) << l.dump();
+  EXPECT_GE(l["checkpointBytes"].get<int64_t>(), 20) << l.dump();
+  EXPECT_LE(l["checkpointBytes"].get<int64_t>(), 200) << l.dump();
+  EXPECT_GT(l["startupSeconds"].get<double>(), 0) << l.dump();
   std::string resumed;
   for (const char* n : {"n0", "n1", "n2"}) {
     resumed += ReadAll(server_.dir() + "/agents/" + n + "/jobs/" + std::to_string(low) +

@@ -230,6 +230,11 @@ TEST(CliHabitsTest, DescribeTellsTheTruth) {
   for (int step = 10; step <= 50; step += 10) {
     ASSERT_EQ(Report(s, low, "checkpoint", "step " + std::to_string(step)).status, 200);
   }
+  // What the checkpoints cost, as the job and its agent measure them.
+  ASSERT_EQ(
+      Report(s, low, "checkpoint", "step 55", {{"seconds", 2.5}, {"bytes", 3000000000}}).status,
+      200);
+  ASSERT_EQ(Report(s, low, "progress", "", {{"step", 56}}).status, 200);
   // Preempted; a checkpoint written in its grace saves its work.
   const int64_t high = Submit(s, JobYaml("high", 16, "  priorityClassName: high\n"));
   WaitForState(s, low, "Preempting");
@@ -239,8 +244,19 @@ TEST(CliHabitsTest, DescribeTellsTheTruth) {
   EXPECT_LE(back["lostGpuSeconds"].get<int64_t>(), 32) << back.dump();  // at most a second
   d = RunUnipool({"describe", "job", std::to_string(low)});
   ASSERT_EQ(d.exit_code, 0) << d.err;
-  EXPECT_TRUE(FieldOf(d.out, "Checkpoint").ends_with("(step 60), 6 checkpoints written")) << d.out;
-  EXPECT_NE(d.out.find("checkpointed 5 times (last: step 50)"), std::string::npos) << d.out;
+  // Written in its grace: the job saves when stopped, which prices preempting it.
+  EXPECT_TRUE(FieldOf(d.out, "Checkpoint")
+                  .ends_with("(step 60), 7 checkpoints written; last measured 2.5 s, 3.0 GB; "
+                             "saves when stopped"))
+      << d.out;
+  EXPECT_TRUE(FieldOf(d.out, "Start-up")
+                  .ends_with(" s, from the last run's start to its first progress report"))
+      << d.out;
+  EXPECT_EQ(back["checkpointSeconds"], 2.5) << back.dump();
+  EXPECT_EQ(back["checkpointBytes"], 3000000000) << back.dump();
+  EXPECT_EQ(back["savesOnStop"], true) << back.dump();
+  EXPECT_GT(back["startupSeconds"].get<double>(), 0) << back.dump();
+  EXPECT_NE(d.out.find("checkpointed 6 times (last: step 55)"), std::string::npos) << d.out;
   EXPECT_NE(d.out.find("resumes from its checkpoint of"), std::string::npos) << d.out;
   EXPECT_NE(d.out.find("Reason:"), std::string::npos) << d.out;
   (void)high;

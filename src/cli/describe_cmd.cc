@@ -68,6 +68,34 @@ std::vector<std::vector<std::string>> EventRows(const Json& events) {
   return rows;
 }
 
+// "12.3" (one decimal under 100, none above).
+std::string Decimal(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, v < 100 ? "%.1f" : "%.0f", v);
+  return buf;
+}
+
+std::string SizeCell(double bytes) {
+  static const char* kUnits[] = {"B", "kB", "MB", "GB", "TB", "PB"};
+  int u = 0;
+  while (bytes >= 1000 && u < 5) bytes /= 1000, ++u;
+  return (u == 0 ? std::to_string(static_cast<int64_t>(bytes)) : Decimal(bytes)) + " " + kUnits[u];
+}
+
+// "; last measured 4.2 s, 1.3 GB; saves when stopped": what the runs measured.
+std::string CheckpointCostCell(const Json& j) {
+  const double seconds = j.value("checkpointSeconds", 0.0);
+  const double bytes = static_cast<double>(j.value("checkpointBytes", int64_t{0}));
+  std::string out;
+  if (seconds > 0 || bytes > 0) {
+    out = "; last measured ";
+    if (seconds > 0) out += Decimal(seconds) + " s";
+    if (bytes > 0) out += std::string(seconds > 0 ? ", " : "") + SizeCell(bytes);
+  }
+  if (j.value("savesOnStop", false)) out += "; saves when stopped";
+  return out;
+}
+
 int DescribeJob(const Client& client, const DescribeFlags& f) {
   Result<Json> r = client.Call("GET", "/v1/jobs/" + io::UrlEncode(f.name));
   if (!r.ok()) return Fail(r.status());
@@ -104,13 +132,17 @@ int DescribeJob(const Client& client, const DescribeFlags& f) {
   Field("Started", Cell(j, "started"));
   Field("Finished", Cell(j, "finished"));
   Field("Checkpoint", j.value("checkpoints", 0) == 0
-                         ? std::string("none")
-                         : Cell(j, "lastCheckpoint") +
-                               (j.value("checkpointNote", "").empty()
-                                    ? ""
-                                    : " (" + j.value("checkpointNote", "") + ")") +
-                               ", " + io::Count(j.value("checkpoints", 0), "checkpoint") +
-                               " written");
+                          ? std::string("none")
+                          : Cell(j, "lastCheckpoint") +
+                                (j.value("checkpointNote", "").empty()
+                                     ? ""
+                                     : " (" + j.value("checkpointNote", "") + ")") +
+                                ", " + io::Count(j.value("checkpoints", 0), "checkpoint") +
+                                " written" + CheckpointCostCell(j));
+  if (j.value("startupSeconds", 0.0) > 0) {
+    Field("Start-up", Decimal(j.value("startupSeconds", 0.0)) +
+                          " s, from the last run's start to its first progress report");
+  }
   if (j.value("state", "") == "Pending" && j.contains("reason")) {
     Field("Reason", Cell(j, "reason") + (j.contains("estimatedStart")
                                              ? ", expected to start at " + Cell(j, "estimatedStart")

@@ -318,14 +318,19 @@ Status ControlPlane::RecoverJob(JobRecord& job) {
       // Still stopping: the same deadline, then taken as gone if silent.
       st = sched_->RestorePreempting(sched::JobId(job.id), job.preempt_deadline);
     }
-    if (st.ok()) return st;
+    if (st.ok()) {
+      PushMeasuredCosts(job);
+      return st;
+    }
     // Its processes may run on: the next run waits for every node of this
     // one (liveness is not known yet; a lost node is swept later).
     AwaitOldRun(job, "", /*skip_lost=*/false);
     job.state = JobState::kPending;
     EndRun(job, Now());
   }
-  return sched_->Submit(*spec, job.submitted, GpuSecondsAt(job, Now()));
+  UNIPOOL_RETURN_IF_ERROR(sched_->Submit(*spec, job.submitted, GpuSecondsAt(job, Now())));
+  PushMeasuredCosts(job);
+  return Status::Ok();
 }
 
 // ---- Helpers ---------------------------------------------------------------

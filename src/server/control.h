@@ -93,6 +93,16 @@ struct JobRecord {
   // Checkpoints its runs reported, and what the last one said ("step 200").
   int64_t checkpoints = 0;
   std::string checkpoint_note;
+  // Measured on its runs (0: not yet): the last checkpoint's write time (as
+  // the job reports it) and size (as reported, else as its node's agent
+  // found it on disk); the last run's start-up, from its start to its first
+  // progress report; whether it was seen to checkpoint while being stopped.
+  // The scheduler prices preempting it with these (SetMeasuredCosts).
+  double checkpoint_seconds = 0;
+  int64_t checkpoint_bytes = 0;
+  double startup_seconds = 0;
+  bool saves_on_stop = false;
+  int64_t startup_generation = 0;  // in memory: the run start-up was measured for
   // How the last run's processes ended, like sacct's ExitCode (code:signal):
   // the exit code of the failed rank (0 when all succeeded), or the signal
   // that killed it; -1 / 0 when unknown (never ran, cancelled, hung).
@@ -490,6 +500,11 @@ class ControlPlane {
   void AwaitOldRun(JobRecord& job, const std::string& confirmed, bool skip_lost = true);
   // REQUIRES: mu_. Adds a progress report's numbers to progress_.
   void RecordProgress(int64_t id, Time now, const std::string& data);
+  // REQUIRES: mu_. The costs measured on a job's runs (JobRecord), and
+  // handing them to the scheduler.
+  void MeasureCheckpoint(JobRecord& job, const std::string& data);
+  void MeasureStartUp(JobRecord& job, Time now);
+  void PushMeasuredCosts(const JobRecord& job);
   // Report's work for the job's current run (REQUIRES: mu_).
   Status ApplyReportLocked(JobRecord& job, const std::string& kind, const std::string& why,
                            const std::string& data, const std::string& node, store::Txn& txn);

@@ -435,6 +435,43 @@ void ControlPlane::DecidePeerFailures(Time now, Txn& txn) {
   }
 }
 
+// The checkpoint's cost as its report gives it: {"seconds": write time,
+// "bytes": size} (either may be absent; bad values are ignored, the
+// report itself stands). One written while the job is being stopped shows
+// that it saves on stop.
+void ControlPlane::MeasureCheckpoint(JobRecord& job, const std::string& data) {
+  if (job.state == JobState::kPreempting) job.saves_on_stop = true;
+  const Json d = Json::parse(data, nullptr, false);
+  const Json none;
+  const Json& seconds = d.is_object() ? d.value("seconds", none) : none;
+  const Json& bytes = d.is_object() ? d.value("bytes", none) : none;
+  if (seconds.is_number() && seconds.get<double>() > 0 && seconds.get<double>() < 1e7) {
+    job.checkpoint_seconds = seconds.get<double>();
+  }
+  if (bytes.is_number_integer() && bytes.get<int64_t>() >= 0) {
+    job.checkpoint_bytes = bytes.get<int64_t>();
+  }
+  PushMeasuredCosts(job);
+}
+
+// A run's start-up: from its start to its first progress report.
+void ControlPlane::MeasureStartUp(JobRecord& job, Time now) {
+  if (job.startup_generation == job.generation || job.state != JobState::kRunning ||
+      job.started.value() <= 0 || now < job.started) {
+    return;
+  }
+  job.startup_generation = job.generation;
+  job.startup_seconds = ToSeconds(now - job.started);  // stored with the record's next write
+  PushMeasuredCosts(job);
+}
+
+void ControlPlane::PushMeasuredCosts(const JobRecord& job) {
+  const auto nanos = [](double s) { return Nanoseconds(static_cast<int64_t>(s * 1e9)); };
+  // (a job the scheduler no longer holds has nothing to price)
+  (void)sched_->SetMeasuredCosts(sched::JobId(job.id), nanos(job.checkpoint_seconds),
+                                 nanos(job.startup_seconds), job.saves_on_stop);
+}
+
 // A report of the job's current run; the changes go into `txn`.
 Status ControlPlane::ApplyReportLocked(JobRecord& job, const std::string& kind,
                                        const std::string& why, const std::string& data,
@@ -444,6 +481,7 @@ Status ControlPlane::ApplyReportLocked(JobRecord& job, const std::string& kind,
   if (kind == "progress") {
     job.progress = data;  // memory only: the next write of the record keeps it
     RecordProgress(job.id, now, data);
+    MeasureStartUp(job, now);
     return Status::Ok();
   }
   dirty_ = true;
@@ -527,6 +565,7 @@ Status ControlPlane::ApplyReportLocked(JobRecord& job, const std::string& kind,
     job.last_checkpoint = now;
     ++job.checkpoints;
     job.checkpoint_note = io::Truncate(why, 200);
+    MeasureCheckpoint(job, data);
     Write(job, "Checkpointed", "checkpoint written" + (why.empty() ? "" : ": " + why), txn);
   } else {
     return InvalidArgument("kind: expected succeeded, failed, stopped or checkpoint, got '" + kind +

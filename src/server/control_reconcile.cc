@@ -223,6 +223,7 @@ void ControlPlane::RetryAfterBackoff(Time now, Txn& txn) {
     if (!st.ok()) {
       (void)Finish(job, JobState::kFailed, "Failed", "cannot restart: " + st.message(), txn);
     } else {
+      PushMeasuredCosts(job);
       Write(job, "Requeued", "backoff over; queued to restart from " + ResumePoint(job), txn);
     }
     it = backoff_.erase(it);
@@ -435,6 +436,9 @@ void ControlPlane::UpdateGauges() {
                         "unipool_gpu_xid_errors_total",
                         "unipool_job_power_watts",
                         "unipool_job_energy_joules",
+                        "unipool_job_checkpoint_seconds",
+                        "unipool_job_checkpoint_bytes",
+                        "unipool_job_startup_seconds",
                         "unipool_power_domain_watts",
                         "unipool_power_domain_cap_watts"}) {
     metrics_.Reset(g);
@@ -517,6 +521,12 @@ void ControlPlane::UpdateGauges() {
         {"job", std::to_string(id)}, {"name", j.request.name}, {"queue", j.request.queue}};
     metrics_.Set("unipool_job_restarts", l, j.restarts);
     metrics_.Set("unipool_job_energy_joules", l, j.energy_joules);
+    if (j.checkpoint_seconds > 0)
+      metrics_.Set("unipool_job_checkpoint_seconds", l, j.checkpoint_seconds);
+    if (j.checkpoint_bytes > 0) {
+      metrics_.Set("unipool_job_checkpoint_bytes", l, static_cast<double>(j.checkpoint_bytes));
+    }
+    if (j.startup_seconds > 0) metrics_.Set("unipool_job_startup_seconds", l, j.startup_seconds);
     if (!j.power_source.empty()) {
       Labels ls = l;
       ls.emplace_back("source", j.power_source);
@@ -561,6 +571,13 @@ void ControlPlane::DeclareMetrics(Metrics& m) {
       "(source nvidia-smi), the power model otherwise (model), plus the host's share per GPU.");
   m.Declare("unipool_job_energy_joules", T::kGauge,
             "IT energy a running job's runs have drawn so far (its power integrated).");
+  m.Declare("unipool_job_checkpoint_seconds", T::kGauge,
+            "How long a running job's last checkpoint took to write, as the job reported it.");
+  m.Declare("unipool_job_checkpoint_bytes", T::kGauge,
+            "The size of a running job's last checkpoint (reported, else measured on disk by "
+            "the agent).");
+  m.Declare("unipool_job_startup_seconds", T::kGauge,
+            "A running job's last start-up: from its run's start to its first progress report.");
   m.Declare("unipool_power_it_watts", T::kGauge,
             "IT power the cluster draws by the power model: idle + host W of every GPU, plus "
             "train - idle W per allocated GPU.");

@@ -92,6 +92,10 @@ Json JobToJson(const JobRecord& job) {
       {"energyTo", TimeJson(job.energy_to)},
       {"checkpoints", job.checkpoints},
       {"checkpointNote", job.checkpoint_note},
+      {"checkpointSeconds", job.checkpoint_seconds},
+      {"checkpointBytes", job.checkpoint_bytes},
+      {"startupSeconds", job.startup_seconds},
+      {"savesOnStop", job.saves_on_stop},
       {"exitCode", job.exit_code < 0 ? Json() : Json(job.exit_code)},
       {"exitSignal", job.exit_signal == 0 ? Json() : Json(job.exit_signal)},
       {"events", job.events},
@@ -183,6 +187,23 @@ Result<JobRecord> JobFromJson(const Json& j) {
   }
   if (j.contains("checkpoints")) {  // absent in records written before it existed
     UNIPOOL_RETURN_IF_ERROR(StoredInt(j, "checkpoints", 0, kMax, &job.checkpoints));
+  }
+  // The measured costs: absent in records written before they existed.
+  for (auto [key, out] : {std::pair{"checkpointSeconds", &job.checkpoint_seconds},
+                          {"startupSeconds", &job.startup_seconds}}) {
+    if (!j.contains(key)) continue;
+    if (!j[key].is_number() || !(j[key].get<double>() >= 0)) {
+      return InvalidArgument(std::string(key) + ": expected a number of at least 0");
+    }
+    *out = j[key].get<double>();
+  }
+  if (j.contains("checkpointBytes")) {
+    UNIPOOL_RETURN_IF_ERROR(StoredInt(j, "checkpointBytes", 0, kMax, &job.checkpoint_bytes));
+  }
+  if (j.contains("savesOnStop")) {
+    if (!j["savesOnStop"].is_boolean())
+      return InvalidArgument("savesOnStop: expected true or false");
+    job.saves_on_stop = j["savesOnStop"].get<bool>();
   }
   if (j.contains("masterPort")) {  // absent in records written before it existed
     int64_t port = 0;

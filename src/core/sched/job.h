@@ -44,8 +44,12 @@ struct JobSpec {
   Gpus min_gpus;                     // 0 = not elastic
   Gpus step;                         // 0 = task_gpus
   Duration runtime_estimate;         // 0 = unknown
-  Duration checkpoint_cost;          // time to write a checkpoint
+  Duration checkpoint_cost;          // time to write a checkpoint; 0 = unknown
   Duration restart_cost;             // time from start to useful work
+  // It writes a checkpoint when told to stop (SIGTERM), within its queue's
+  // grace when checkpoint_cost fits in it: preempting it then loses the
+  // write and the restart, not the work since its last checkpoint.
+  bool saves_on_stop = false;
   int required_tier = -1;            // the gang must fit in one group of it; -1 none
   // Compactness, soft (SchedulerOptions::compact_max_wait): a gang that
   // fits now only across more than one group of `preferred_tier` (-1: the

@@ -383,6 +383,29 @@ int64_t Scheduler::LostGpuSeconds(const JobInfo& job, Time now) const {
   return job.allocated().value() * (std::max<int64_t>(0, lost.value()) / 1000000000);
 }
 
+int64_t Scheduler::PreemptionCost(const JobInfo& job, Time now) const {
+  const JobSpec& s = job.spec;
+  const Duration ckpt = s.checkpoint_cost;
+  if (!s.saves_on_stop || ckpt.value() <= 0 || ckpt > queues_.spec(s.queue).grace) {
+    return LostGpuSeconds(job, now);
+  }
+  const Time since = std::max(job.last_checkpoint, job.started + s.restart_cost);
+  const Duration unsaved = std::max(Duration(0), now - since);
+  const Duration lost = std::min(unsaved, ckpt) + s.restart_cost;
+  return job.allocated().value() * (lost.value() / 1000000000);
+}
+
+Status Scheduler::SetMeasuredCosts(JobId id, Duration checkpoint_cost, Duration restart_cost,
+                                   bool saves_on_stop) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return Unknown(id);
+  JobSpec& s = it->second.spec;
+  if (checkpoint_cost.value() > 0) s.checkpoint_cost = checkpoint_cost;
+  if (restart_cost.value() > 0) s.restart_cost = restart_cost;
+  s.saves_on_stop = s.saves_on_stop || saves_on_stop;
+  return Status::Ok();
+}
+
 void Scheduler::Requeue(JobInfo& job, NodeId failed, Time now) {
   const int64_t lost = LostGpuSeconds(job, now);
   job.lost_gpu_seconds += lost;

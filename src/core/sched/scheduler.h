@@ -185,6 +185,12 @@ class Scheduler {
   Status Finish(JobId job, Time now);
   // A running job wrote a checkpoint at `at`.
   Status Checkpointed(JobId job, Time at);
+  // Costs measured on the job's runs replace its spec's: how long a
+  // checkpoint takes to write, how long a run takes to start working
+  // (0: keep the spec's), and whether it saves when told to stop. They
+  // price preempting it (PreemptionCost). Errors: unknown job.
+  Status SetMeasuredCosts(JobId job, Duration checkpoint_cost, Duration restart_cost,
+                          bool saves_on_stop);
   // A preempted job's processes are gone: its GPUs are free and the job is
   // pending again, to resume from its last checkpoint.
   Status Stopped(JobId job, Time now);
@@ -342,6 +348,10 @@ class Scheduler {
   // W a job's GPUs draw while it runs (training + host per GPU).
   int64_t RunningWatts(const JobInfo& job) const;
   int64_t LostGpuSeconds(const JobInfo& job, Time now) const;
+  // What preempting it at `now` would cost, in GPU-seconds: LostGpuSeconds,
+  // or for a job that saves on stop within its grace, the write (at most
+  // the work since its checkpoint) and the restart.
+  int64_t PreemptionCost(const JobInfo& job, Time now) const;
   std::optional<std::string> Infeasible(const JobInfo& job) const;
 
   const Topology* topo_;

@@ -30,8 +30,9 @@ bool Scheduler::MayPreempt(const JobInfo& p, const JobInfo& v, Time now) const {
 }
 
 // Chooses whole gangs to stop so `job` fits: per group of each allowed tier,
-// the cheapest victims (GPU-seconds lost since their last checkpoint plus
-// restart) that free enough GPUs there; then the group with the least lost
+// the cheapest victims (PreemptionCost: GPU-seconds lost since their last
+// checkpoint, or the checkpoint written at the stop, plus restart) that
+// free enough GPUs there; then the group with the least lost
 // work, fewest victims, lowest tier. The choice is checked by a trial
 // placement with the victims' GPUs given back.
 bool Scheduler::TryPreempt(JobInfo& job, CycleState& cs) {
@@ -68,7 +69,7 @@ std::vector<Scheduler::Victim> Scheduler::PreemptionCandidates(const JobInfo& jo
   std::vector<Victim> out;
   for (JobId id : running_) {
     const JobInfo& v = jobs_.at(id);
-    if (MayPreempt(job, v, now)) out.push_back({LostGpuSeconds(v, now), id, &v});
+    if (MayPreempt(job, v, now)) out.push_back({PreemptionCost(v, now), id, &v});
   }
   std::sort(out.begin(), out.end(), [](const Victim& a, const Victim& b) {
     return std::tie(a.cost, a.id) < std::tie(b.cost, b.id);

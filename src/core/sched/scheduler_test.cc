@@ -240,6 +240,36 @@ TEST_F(SchedulerTest, PreemptionPicksTheVictimThatLosesLeastWork) {
   EXPECT_EQ(Phase(11), JobPhase::kPending);
 }
 
+// Measured costs price the victims: a job seen to checkpoint when told to
+// stop, in 20 s (within the 60 s grace), loses that write and its start-up,
+// not the hour since its last checkpoint; a job with a measured 10-minute
+// start-up costs that much more to stop.
+TEST_F(SchedulerTest, MeasuredCheckpointAndStartUpCostsPriceTheVictims) {
+  QueueId q = AddQueue("q");
+  for (int i = 0; i < 3; ++i) Submit(Job(10 + i, q, 64));
+  Cycle();
+  Advance(3600);
+  ASSERT_TRUE(sched_->Checkpointed(JobId(11), now_ - Seconds(60)).ok());
+  // 11 is the cheapest by the work since its checkpoint (64 x 60 s), until
+  // its start-up is measured at 10 minutes; 12 saves on stop in 20 s.
+  ASSERT_TRUE(sched_->SetMeasuredCosts(JobId(11), Duration(0), Seconds(600), false).ok());
+  ASSERT_TRUE(sched_->SetMeasuredCosts(JobId(12), Seconds(20), Duration(0), true).ok());
+  EXPECT_FALSE(sched_->SetMeasuredCosts(JobId(99), Seconds(20), Duration(0), true).ok());
+  Submit(Job(1, q, 64, /*priority=*/10));
+  auto pre = Of<PreemptJob>(Cycle());
+  ASSERT_EQ(pre.size(), 1u);
+  EXPECT_EQ(pre[0].job, JobId(12));
+  EXPECT_EQ(pre[0].lost_gpu_seconds, 64 * 20);
+  // A write longer than the grace cannot be made at the stop: the hour counts.
+  Submit(Job(2, q, 64, /*priority=*/10));
+  ASSERT_TRUE(sched_->SetMeasuredCosts(JobId(10), Seconds(120), Duration(0), true).ok());
+  Advance(60);
+  pre = Of<PreemptJob>(Cycle());
+  ASSERT_EQ(pre.size(), 1u);
+  EXPECT_EQ(pre[0].job, JobId(11));
+  EXPECT_EQ(pre[0].lost_gpu_seconds, 64 * (120 + 600));
+}
+
 TEST_F(SchedulerTest, StoppedVictimsWaitForTheirPreemptor) {
   QueueId q = AddQueue("q");
   for (int i = 0; i < 6; ++i) Submit(Job(10 + i, q, 32));
