@@ -17,6 +17,7 @@
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/daemon.h"
+#include "core/topology/topology.h"
 #include "io/cluster_reader.h"
 #include "io/yaml_fields.h"
 #include "server/server.h"
@@ -46,8 +47,9 @@ int RunAgent(AgentFlags& f) {
   if (!SetLogLevel(log, f.log_level)) return kExitBadInput;
   if (f.gpus != "auto") {
     int64_t n = 0;
-    if (!io::ParseInt64(f.gpus, &n) || n < 1 || n > 64) {
-      std::cerr << "error: --gpus: expected auto or a number of GPUs from 1 to 64\n";
+    if (!io::ParseInt64(f.gpus, &n) || n < 1 || n > kMaxGpusPerNode) {
+      std::cerr << "error: --gpus: expected auto or a number of GPUs from 1 to " << kMaxGpusPerNode
+                << "\n";
       return kExitBadInput;
     }
     f.opt.gpus = static_cast<int>(n);

@@ -23,6 +23,7 @@
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/daemon.h"
+#include "core/topology/topology.h"
 #include "io/cluster_reader.h"
 #include "io/yaml_fields.h"
 #include "server/auth.h"
@@ -410,7 +411,7 @@ void AddUpCommand(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
   cmd->add_option("--gpus", u->gpus, "virtual GPUs per node")
-      ->check(CLI::Range(1, 64))
+      ->check(CLI::Range(1, kMaxGpusPerNode))
       ->capture_default_str();
   cmd->add_option("--data", u->data, "data directory (store, logs, checkpoints, tokens)")
       ->capture_default_str();

@@ -488,7 +488,7 @@ std::vector<TaskView> ControlPlane::ToTasks(const sched::Placement& p) const {
   for (const sched::Task& t : p.tasks) {
     TaskView v;
     v.node = topo_.node_name(t.node);
-    for (int g = 0; g < 64; ++g) {
+    for (int g = 0; g < kMaxGpusPerNode; ++g) {
       if (t.gpus >> g & 1) v.gpus.push_back(g);
     }
     out.push_back(std::move(v));
@@ -503,7 +503,7 @@ sched::Placement ControlPlane::ToPlacement(const std::vector<TaskView>& tasks) c
     if (!n) return sched::Placement{};  // a node gone from the cluster file
     GpuMask mask = 0;
     for (int g : v.gpus) {
-      if (g >= 0 && g < 64) mask |= GpuMask{1} << g;
+      if (g >= 0 && g < kMaxGpusPerNode) mask |= GpuMask{1} << g;
     }
     p.tasks.push_back(sched::Task{*n, mask});
   }

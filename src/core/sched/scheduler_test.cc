@@ -677,6 +677,54 @@ TEST(SchedulerSpareTest, HotSpareReplacesAFailedNodeInPlace) {
   EXPECT_EQ(s.free_gpus(), Gpus(16));  // the repaired node is the new spare
 }
 
+// A GB200 NVL72 rack run as one node of 72 GPUs (more than a 64-bit mask
+// holds): gangs of 72 take a node each, and a task of 40 leaves 32 beside it.
+TEST(SchedulerWideNodeTest, SeventyTwoGpuNodesHoldGangsOfSeventyTwo) {
+  ClusterSpec spec = unipool::testing::ExplicitTwoRacks();
+  spec.nodes.clear();
+  for (const char* name : {"nvl72-0", "nvl72-1"}) {
+    NodeSpec n;
+    n.name = name;
+    n.gpus = 72;
+    n.gpu_model = "B200";
+    n.groups = {"", "r0", ""};
+    spec.nodes.push_back(n);
+  }
+  Topology topo = Topology::Build(spec).value();
+  EXPECT_EQ(CountGpus(AllGpus(72)), 72);
+  EXPECT_EQ(CountGpus(AllGpus(kMaxGpusPerNode)), kMaxGpusPerNode);
+  Scheduler s(topo);
+  QueueSpec q;
+  q.name = "q";
+  const QueueId queue = s.queues().Add(q).value();
+  const auto job = [&](int64_t id, int64_t gpus) {
+    JobSpec j;
+    j.id = JobId(id);
+    j.queue = queue;
+    j.gpus = Gpus(gpus);
+    return j;
+  };
+  ASSERT_TRUE(s.Submit(job(1, 72), Seconds(0)).ok());
+  ASSERT_TRUE(s.Submit(job(2, 40), Seconds(0)).ok());
+  ASSERT_TRUE(s.Submit(job(3, 32), Seconds(0)).ok());
+  std::vector<Placement> placed;
+  for (const Decision& d : s.Schedule(Seconds(0))) {
+    if (auto* st = std::get_if<StartJob>(&d)) placed.push_back(st->placement);
+  }
+  ASSERT_EQ(placed.size(), 3u);
+  ASSERT_EQ(placed[0].tasks.size(), 1u);
+  EXPECT_EQ(placed[0].tasks[0].gpus, AllGpus(72));
+  EXPECT_EQ(placed[1].tasks.size(), 1u);
+  EXPECT_EQ(placed[2].tasks.size(), 1u);
+  EXPECT_EQ(placed[1].tasks[0].node, placed[2].tasks[0].node);
+  EXPECT_EQ(placed[1].tasks[0].gpus | placed[2].tasks[0].gpus, AllGpus(72));
+  EXPECT_EQ(s.free_gpus(), Gpus(0));
+  EXPECT_TRUE(s.CheckInvariants().ok()) << s.CheckInvariants().message();
+  // More than a mask holds is refused when the cluster is read.
+  spec.nodes[0].gpus = kMaxGpusPerNode + 1;
+  EXPECT_FALSE(Topology::Build(spec).ok());
+}
+
 class PartitionedTest : public SchedulerTest {
  protected:
   PartitionedTest() : SchedulerTest(/*partitions=*/true) {}

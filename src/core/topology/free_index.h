@@ -16,11 +16,18 @@
 
 namespace unipool {
 
-// Bit i set = the node's local GPU i.
-using GpuMask = uint64_t;
+// Bit i set = the node's local GPU i, for up to kMaxGpusPerNode (128) GPUs:
+// a whole 72-GPU NVLink rack run as one node fits. (GCC's and Clang's
+// 128-bit integer: every operator of an integer mask, two popcounts.)
+__extension__ typedef unsigned __int128 GpuMask;
 
-inline GpuMask AllGpus(int32_t n) { return n >= 64 ? ~GpuMask{0} : (GpuMask{1} << n) - 1; }
-inline int CountGpus(GpuMask m) { return __builtin_popcountll(m); }
+inline GpuMask AllGpus(int32_t n) {
+  return n >= kMaxGpusPerNode ? ~GpuMask{0} : (GpuMask{1} << n) - 1;
+}
+inline int CountGpus(GpuMask m) {
+  return __builtin_popcountll(static_cast<uint64_t>(m)) +
+         __builtin_popcountll(static_cast<uint64_t>(m >> 64));
+}
 
 class FreeIndex {
  public:

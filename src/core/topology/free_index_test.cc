@@ -30,7 +30,9 @@ TEST(FreeIndexTest, UnevenNodes) {
   FreeIndex free(*t);
   EXPECT_EQ(free.free_mask(NodeId(2)), GpuMask{0xF});
   EXPECT_EQ(free.free(1, GroupId(1)), Gpus(8));
-  EXPECT_EQ(AllGpus(64), ~GpuMask{0});
+  EXPECT_EQ(AllGpus(kMaxGpusPerNode), ~GpuMask{0});
+  EXPECT_EQ(CountGpus(AllGpus(64)), 64);
+  EXPECT_EQ(CountGpus(AllGpus(100)), 100);
 }
 
 }  // namespace

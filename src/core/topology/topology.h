@@ -43,8 +43,9 @@ struct Tier {
   Bandwidth effective_per_gpu;
 };
 
-// Upper bound on GPUs in one node: a node's GPUs fit one 64-bit mask.
-inline constexpr int32_t kMaxGpusPerNode = 64;
+// Upper bound on GPUs in one node: a node's GPUs fit one 128-bit mask
+// (GpuMask).
+inline constexpr int32_t kMaxGpusPerNode = 128;
 
 class Topology {
  public:
