@@ -140,6 +140,8 @@ std::vector<std::pair<std::string, std::vector<std::string>>> ComparisonRows(
   add("IT power mean / peak",
       [](const S& s) { return Fixed(s.mean_it_mw, 2) + " / " + Fixed(s.peak_it_mw, 2) + " MW"; });
   add("useful GPU-h per IT MWh", [](const S& s) { return Fixed(s.useful_gpu_hours_per_mwh, 1); });
+  add("useful GFLOP/s per W (BF16 peak)",
+      [](const S& s) { return Fixed(s.peak_gflops_per_watt, 1); });
   add("scheduler cycles, decisions",
       [](const S& s) { return Thousands(s.cycles) + ", " + Thousands(s.decisions); });
   // Wall-clock figures only when measured (`--timing`): without them the
@@ -237,6 +239,7 @@ std::string SimJson(const SimHeader& h, const std::vector<SimRun>& runs) {
                   {"meanItMw", s.mean_it_mw},
                   {"peakItMw", s.peak_it_mw},
                   {"usefulGpuHoursPerMwh", s.useful_gpu_hours_per_mwh},
+                  {"usefulPeakGflopsPerWatt", s.peak_gflops_per_watt},
                   {"jobEnergyKwh", PercentilesJson(s.job_energy_kwh)}};
     p["scheduler"] = {{"cycles", s.cycles},
                       {"decisions", s.decisions},

@@ -709,6 +709,13 @@ struct Simulator::Impl {
 
   void Loop() {
     out.pue = topo.pue();
+    double flops = 0;
+    for (int32_t n = 0; n < topo.num_nodes(); ++n) {
+      flops += static_cast<double>(topo.node_gpus(NodeId(n)).value()) *
+               static_cast<double>(topo.node_model(NodeId(n)).peak_bf16.value()) * 1e9;
+    }
+    out.peak_flops_per_gpu =
+        topo.num_gpus().value() > 0 ? flops / static_cast<double>(topo.num_gpus().value()) : 0;
     const Time horizon = config.horizon.value() > 0 ? config.horizon : Time(INT64_MAX);
     const double span =
         config.horizon.value() > 0

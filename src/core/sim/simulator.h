@@ -108,6 +108,9 @@ struct SimOutput {
   double it_energy_joules = 0;
   int64_t peak_it_watts = 0;
   double pue = 1;
+  // Dense BF16 peak of the cluster's GPUs, FLOP/s, averaged over its GPUs
+  // (exact for a cluster of one part): what a useful GPU-second is worth.
+  double peak_flops_per_gpu = 0;
   // How long each checkpoint to storage stalled its job (SimJob::
   // checkpoint_bytes), in ns; and two-stage drains that a failure cut off.
   std::vector<int64_t> checkpoint_stall_ns;

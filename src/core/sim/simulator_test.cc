@@ -374,6 +374,11 @@ TEST(SimulatorTest, AHallPowerCapHoldsBackWorkAndCostsJct) {
   EXPECT_GT(free.peak_it_mw, capped.peak_it_mw);
   // The same work, and two more hours of the whole cluster's idle draw.
   EXPECT_NEAR(capped.it_energy_mwh - free.it_energy_mwh, 32 * 8 * 445 * 7200 / 3.6e9, 1e-6);
+  // FLOPs/W: 16 x 32 GPU-hours of useful work at the H100's 989.4 TFLOP/s
+  // dense BF16 peak, per IT joule; the cap's idle hours cost efficiency.
+  const double flop = 16 * 32 * 3600 * 989.4e12;
+  EXPECT_NEAR(free.peak_gflops_per_watt, flop / 1e9 / (free.it_energy_mwh * 3.6e9), 1e-6);
+  EXPECT_LT(capped.peak_gflops_per_watt, free.peak_gflops_per_watt);
 }
 
 // A cluster of 80 8-GPU nodes on one storage system: 100 GB/s of writes

@@ -99,6 +99,10 @@ void SummarizePower(const SimOutput& out, Summary& s) {
   s.peak_it_mw = static_cast<double>(out.peak_it_watts) / 1e6;
   s.useful_gpu_hours_per_mwh =
       s.it_energy_mwh > 0 ? out.useful_gpu_seconds / 3600 / s.it_energy_mwh : 0;
+  s.peak_gflops_per_watt =
+      out.it_energy_joules > 0
+          ? out.useful_gpu_seconds * out.peak_flops_per_gpu / 1e9 / out.it_energy_joules
+          : 0;
   std::vector<double> kwh;
   for (const JobRecord& j : out.jobs) {
     if (j.end.value() >= 0) kwh.push_back(j.energy_joules / 3.6e6);

@@ -78,6 +78,10 @@ struct Summary {
   double it_energy_mwh = 0, facility_energy_mwh = 0, pue = 1;
   double mean_it_mw = 0, peak_it_mw = 0;
   double useful_gpu_hours_per_mwh = 0;
+  // FLOPs/W: the useful GPU-seconds at the GPUs' dense BF16 peak, per IT
+  // joule (GFLOP/s per W). An upper bound: times the jobs' MFU (30-45% for
+  // large dense training) is what they delivered.
+  double peak_gflops_per_watt = 0;
   Percentiles job_energy_kwh;
   int64_t cycles = 0, decisions = 0, events = 0;
   double cycle_p50_us = 0, cycle_p99_us = 0;
