@@ -175,6 +175,34 @@ TEST(ServerTest, AnSjfQueueStartsTheShortestTimeLimitFirst) {
 // 8-GPU job waits with reason Power and says why; it starts once one of
 // the others ends. Running jobs show their energy and power (by the model:
 // no nvidia-smi here), and /metrics the domain's draw and cap.
+// dataLocality names a storage system: the job prefers the partition its
+// data lives in; one every site reaches alike prefers none; an unknown
+// name is refused with the field named.
+TEST(ServerTest, DataLocalityOnAStorageSystemPrefersItsPartition) {
+  TestServer::Options o;
+  o.cluster = "testdata/clusters/two-sites.yaml";
+  TestServer s(o);
+  s.Start();
+  for (const char* storage : {"lustre-east", "lustre-west"}) {
+    const int64_t id =
+        Submit(s, "tenant-a",
+               JobYaml(storage, "team-a", 2, std::string("  dataLocality: ") + storage + "\n"));
+    const Json j = WaitForState(s, id, "Running");
+    ASSERT_EQ(j["tasks"].size(), 1u) << j.dump();
+    EXPECT_EQ(j["tasks"][0]["node"].get<std::string>()[0], storage[7]) << j.dump();  // e or w
+  }
+  const int64_t anywhere =
+      Submit(s, "tenant-a", JobYaml("s3", "team-a", 2, "  dataLocality: s3\n"));
+  WaitForState(s, anywhere, "Running");
+  HttpReply bad = s.Call("POST", "/v1/jobs", "tenant-a",
+                         JobYaml("nfs", "team-a", 2, "  dataLocality: nfs\n"), "application/yaml");
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  EXPECT_NE(
+      bad.body.find("spec.dataLocality: the cluster has no partition or storage system 'nfs'"),
+      std::string::npos)
+      << bad.body;
+}
+
 TEST(ServerTest, AJobWaitsForPowerAndSaysSo) {
   TestServer::Options o;
   o.cluster = "testdata/clusters/power-capped.yaml";

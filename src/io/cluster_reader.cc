@@ -168,11 +168,12 @@ Status ReadPower(const YAML::Node& node, PowerSpec* out) {
   return Status::Ok();
 }
 
-// One storage system: {name, writeGBps, readGBps?, clientGBps, localGBps?}.
+// One storage system: {name, writeGBps, readGBps?, clientGBps, localGBps?,
+// partition?}.
 Status ReadStorage(const YAML::Node& node, int index, StorageSpec* out) {
   const std::string path = "spec.storage[" + std::to_string(index) + "]";
-  Result<Fields> f =
-      Fields::Of(node, path, {"name", "writeGBps", "readGBps", "clientGBps", "localGBps"});
+  Result<Fields> f = Fields::Of(
+      node, path, {"name", "writeGBps", "readGBps", "clientGBps", "localGBps", "partition"});
   if (!f.ok()) return f.status();
   out->loc = f->loc();
   UNIPOOL_RETURN_IF_ERROR(f->String("name", &out->name, true));
@@ -181,6 +182,7 @@ Status ReadStorage(const YAML::Node& node, int index, StorageSpec* out) {
   UNIPOOL_RETURN_IF_ERROR(f->Double("readGBps", &read, 1e-3, 1e7));
   UNIPOOL_RETURN_IF_ERROR(f->Double("clientGBps", &client, 1e-3, 1e5, true));
   UNIPOOL_RETURN_IF_ERROR(f->Double("localGBps", &local, 0, 1e5));
+  UNIPOOL_RETURN_IF_ERROR(f->String("partition", &out->partition));
   out->write_bytes_per_s = write * 1e9;
   out->read_bytes_per_s = read * 1e9;
   out->client_bytes_per_s = client * 1e9;

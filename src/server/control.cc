@@ -392,8 +392,19 @@ Result<sched::JobSpec> ControlPlane::ToSchedSpec(int64_t id, const io::JobReques
   Result<int32_t> p = partition(r.partition, "spec.partition");
   if (!p.ok()) return p.status();
   s.partition = *p;
+  // dataLocality: a partition, or a storage system (its partition; one
+  // the whole cluster reaches alike prefers none).
+  for (const StorageSpec& st : topo_.storage()) {
+    if (!r.data_locality.empty() && st.name == r.data_locality) {
+      s.preferred_partition = st.partition_index;
+      return s;
+    }
+  }
   Result<int32_t> pref = partition(r.data_locality, "spec.dataLocality");
-  if (!pref.ok()) return pref.status();
+  if (!pref.ok()) {
+    return InvalidArgument("spec.dataLocality: the cluster has no partition or storage system '" +
+                           r.data_locality + "'");
+  }
   s.preferred_partition = *pref;
   return s;
 }

@@ -102,6 +102,11 @@ struct StorageSpec {
   // Each node's fast tier (host memory or local NVMe) for two-stage
   // checkpoints; 0: none.
   double local_bytes_per_s = 0;
+  // The partition it is local to (its data is near those nodes): a job
+  // whose dataLocality names this system prefers that partition. "": the
+  // whole cluster reaches it alike.
+  std::string partition;
+  int32_t partition_index = -1;  // set by Topology::Build
   SourceLoc loc;
 };
 

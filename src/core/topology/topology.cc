@@ -467,6 +467,18 @@ class TopologyBuilder {
         return InvalidArgument(where + ".clientGBps: must be greater than 0", st.loc);
       }
       if (st.read_bytes_per_s <= 0) st.read_bytes_per_s = st.write_bytes_per_s;
+      if (!st.partition.empty()) {
+        const auto& ps = t_.partitions_;
+        const auto it = std::find(ps.begin(), ps.end(), st.partition);
+        if (it == ps.end()) {
+          std::string names;
+          for (const std::string& p : ps) names += (names.empty() ? "" : ", ") + p;
+          return InvalidArgument(where + ".partition: the cluster has no partition '" +
+                                     st.partition + "' (it has " + names + ")",
+                                 st.loc);
+        }
+        st.partition_index = static_cast<int32_t>(it - ps.begin());
+      }
       t_.storage_.push_back(std::move(st));
     }
     return Status::Ok();
