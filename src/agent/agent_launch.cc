@@ -16,6 +16,18 @@
 namespace unipool::agent {
 namespace fs = std::filesystem;
 
+namespace {
+
+// UNIPOOL_CHECKPOINT_INTERVAL: the server's advice in whole seconds
+// (checkpointIntervalSeconds of the assignment); "" when it gives none.
+std::string CheckpointIntervalEnv(const Json& a) {
+  const Json s = a.value("checkpointIntervalSeconds", Json());
+  if (!s.is_number() || !(s.get<double>() >= 1) || s.get<double>() > 1e9) return "";
+  return std::to_string(static_cast<int64_t>(s.get<double>() + 0.5));
+}
+
+}  // namespace
+
 io::TaskLimits LimitsOf(const Json& spec) {
   const Json l = spec.value("limits", Json::object());
   return {l.value("milliCpu", int64_t{0}), l.value("memoryBytes", int64_t{0}),
@@ -267,6 +279,9 @@ Result<std::vector<ProcessSpec>> Agent::Processes(const Json& a, LocalRun& run) 
                {"UNIPOOL_REPORT_FILE", report},
                {"UNIPOOL_NODE", options_.node}}) {
         p.env.push_back(std::move(kv));
+      }
+      if (std::string every = CheckpointIntervalEnv(a); !every.empty()) {
+        p.env.emplace_back("UNIPOOL_CHECKPOINT_INTERVAL", std::move(every));
       }
       if (launch != "per-gpu") {  // torchrun in the process reads its defaults from PET_*
         for (auto& kv : std::vector<std::pair<std::string, std::string>>{

@@ -112,6 +112,8 @@ TEST_F(AgentE2eTest, PreemptedJobCheckpointsAndResumes) {
   }
   EXPECT_NE(resumed.find("starts at step "), std::string::npos);
   EXPECT_EQ(resumed.find("starts at step 0 "), std::string::npos) << resumed;
+  // The resumed run got Daly's interval for the write measured in the first.
+  EXPECT_NE(resumed.find(", checkpoint interval "), std::string::npos) << resumed;
   // Logs through the server.
   HttpReply logs = server_.Call("GET", "/v1/jobs/" + std::to_string(low) + "/logs?rank=0", "admin");
   EXPECT_EQ(logs.status, 200) << logs.body;

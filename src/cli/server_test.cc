@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -312,6 +313,43 @@ TEST(ServerTest, RestartRebuildsState) {
   EXPECT_EQ(s.Call("GET", "/v1/nodes/dev-3", "admin").json()["state"], "cordoned");
   EXPECT_EQ(s.Call("GET", "/v1/queues/team-a", "admin").status, 200);
   EXPECT_EQ(Submit(s, "tenant-a", JobYaml("c", "team-a", 8)), b + 1);  // ids go on
+}
+
+// The checkpoint interval agents pass to the job (UNIPOOL_CHECKPOINT_INTERVAL):
+// none before a checkpoint is measured; then Daly's interval for that write
+// on the job's one node at 3.79 failures per 1,000 node-days (M = 22.8 Ms);
+// the spec's own interval, when it gives one, instead.
+TEST(ServerTest, TheCheckpointIntervalFollowsTheMeasuredWrite) {
+  TestServer s;
+  s.Start();
+  const int64_t measured = Submit(s, "admin", JobYaml("m", "default", 8));
+  const int64_t fixed =
+      Submit(s, "admin", JobYaml("f", "default", 8, "  checkpoint: {interval: 15m}\n"));
+  const auto interval = [&](int64_t id) {
+    const Json job = WaitForState(s, id, "Running");
+    const std::string node = job["tasks"][0]["node"];
+    const Json a = s.Call("GET", "/v1/nodes/" + node + "/assignments", "admin").json();
+    for (const Json& item : a["items"]) {
+      if (item["id"] == id) return item["checkpointIntervalSeconds"].get<double>();
+    }
+    ADD_FAILURE() << "no assignment of job " << id << " on " << node << ": " << a.dump();
+    return -1.0;
+  };
+  EXPECT_EQ(interval(measured), 0);
+  const Json job = s.Call("GET", "/v1/jobs/" + std::to_string(measured), "admin").json();
+  const Json report{{"generation", job["generation"]},
+                    {"kind", "checkpoint"},
+                    {"message", "step 10"},
+                    {"data", {{"step", 10}, {"seconds", 30}}}};
+  ASSERT_EQ(
+      s.Call("POST", "/v1/jobs/" + std::to_string(measured) + "/report", "admin", report.dump())
+          .status,
+      200);
+  const double mtbf = 1000 * 86400 / 3.79, young = std::sqrt(2 * 30 * mtbf);
+  const double daly = young * (1 + std::sqrt(30 / (2 * mtbf)) / 3 + 30 / (18 * mtbf)) - 30;
+  EXPECT_NEAR(interval(measured), daly, 1e-3);
+  EXPECT_NEAR(daly, 10.3 * 3600, 0.1 * 3600);
+  EXPECT_EQ(interval(fixed), 900);
 }
 
 // Each run's MASTER_PORT is kept in its record: a restarted (or new

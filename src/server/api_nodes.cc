@@ -226,6 +226,7 @@ Json ApiServer::AssignmentJson(const JobRecord& j) {
                   {"worldSize", rank},
                   {"nnodes", j.tasks.size()}};
   out["graceSeconds"] = control_.GraceSeconds(j.request.queue);
+  out["checkpointIntervalSeconds"] = control_.CheckpointIntervalSeconds(j);
   // The secret values: only in the assignments of the job's own nodes.
   Json secrets = Json::array();
   for (const auto& [name, value] : j.request.secret_env) {

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "core/sim/young_daly.h"
 #include "server/control.h"
 #include "server/control_internal.h"
 #include "server/records.h"
@@ -396,6 +397,17 @@ int64_t ControlPlane::GraceSeconds(const std::string& queue) const {
   std::lock_guard lock(mu_);
   auto q = sched_->queues().Find(queue);
   return q ? sched_->queues().spec(*q).grace.value() / 1000000000 : 120;
+}
+
+double ControlPlane::CheckpointIntervalSeconds(const JobRecord& job) const {
+  if (job.request.checkpoint_interval.value() > 0)
+    return ToSeconds(job.request.checkpoint_interval);
+  const double rate = options_.node_failures_per_1000_days;
+  if (job.checkpoint_seconds <= 0 || rate <= 0) return 0;
+  const double nodes = static_cast<double>(std::max<size_t>(1, job.tasks.size()));
+  const double mtbf = 1000 * 86400 / (rate * nodes);
+  const auto nanos = [](double s) { return Nanoseconds(static_cast<int64_t>(s * 1e9)); };
+  return ToSeconds(sim::DalyInterval(nanos(job.checkpoint_seconds), nanos(mtbf)));
 }
 
 }  // namespace unipool::server
