@@ -39,6 +39,7 @@ struct PlanOptions {
   std::string recompute, order;
   // Framework.
   bool no_flash = false, no_tp_overlap = false, no_dp_overlap = false, fp8 = false;
+  bool ignore_memory = false;
   // Sizing.
   double train_tokens = 0, deadline_days = 0, target_tps = 0;
   int64_t max_gpus = 0;
@@ -92,6 +93,13 @@ Result<perf::Job> MakeJob(const PlanOptions& o) {
   return job;
 }
 
+// One plan to evaluate, not a search: then memory over the GPU's is a
+// warning (a published plan the memory model rejects still gets its time).
+bool EveryDimensionFixed(const PlanOptions& o) {
+  return o.tp > 0 && o.pp > 0 && o.cp > 0 && o.vpp > 0 && o.mbs > 0 && o.zero >= 0 &&
+         !o.recompute.empty();
+}
+
 perf::SearchOptions MakeSearch(const PlanOptions& o) {
   perf::SearchOptions s;
   s.top_k = o.top;
@@ -109,6 +117,7 @@ perf::SearchOptions MakeSearch(const PlanOptions& o) {
   if (o.recompute == "full") s.recompute = perf::Recompute::kFull;
   if (o.order == "tp-cp-dp-pp") s.order = perf::RankOrder::kTpCpDpPp;
   if (o.order == "tp-cp-pp-dp") s.order = perf::RankOrder::kTpCpPpDp;
+  s.ignore_memory = o.ignore_memory || EveryDimensionFixed(o);
   return s;
 }
 
@@ -241,6 +250,9 @@ void AddPlanCommand(CLI::App& app, int& exit_code) {
   cmd->add_flag("--no-tp-overlap", o->no_tp_overlap, "TP communication not overlapped");
   cmd->add_flag("--no-dp-overlap", o->no_dp_overlap, "DP communication not overlapped");
   cmd->add_flag("--fp8", o->fp8, "FP8 GEMMs");
+  cmd->add_flag("--ignore-memory", o->ignore_memory,
+                "rank plans over the GPU's memory too, with a warning (implied when every "
+                "dimension is fixed)");
   AddFixedOptions(cmd, *o);
   AddSizingOptions(cmd, *o);
   cmd->callback([o, &exit_code] { exit_code = RunPlan(*o); });

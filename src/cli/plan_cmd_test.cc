@@ -77,6 +77,37 @@ TEST(PlanCommandTest, FixedPlanIsEvaluated) {
   EXPECT_NEAR(p["step_s"].get<double>(), 13.75, 13.75 * 0.15);
 }
 
+// Llama 3 405B's published plan (Dubey et al. 2024, Table 4: TP8 CP1 PP16
+// DP128 on 16,384 H100s) is over 80 GB by the memory model; with every
+// dimension fixed it is evaluated with a warning, not refused.
+TEST(PlanCommandTest, AFixedPlanOverMemoryIsAWarning) {
+  const std::vector<std::string> fixed = {
+      "plan",       "-m",   "llama3-405b", "-c",    "examples/clusters/llama3-16k.yaml",
+      "-b",         "2048", "--tp",        "8",     "--pp",
+      "16",         "--cp", "1",           "--vpp", "1",
+      "--mbs",      "1",    "--zero",      "1",     "--order",
+      "tp-cp-pp-dp"};
+  std::vector<std::string> args = fixed;
+  args.insert(args.end(), {"--recompute", "none", "-o", "json"});
+  testing::RunResult r = RunUnipool(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_FALSE(j["plans"][0]["memory"]["fits"].get<bool>());
+  ASSERT_FALSE(j["warnings"].empty());
+  EXPECT_NE(j["warnings"][0].get<std::string>().find("more than the 80.0 GB"), std::string::npos);
+  // With recomputation left to search it is a search again: what fits wins.
+  args = fixed;
+  args.insert(args.end(), {"-k", "1"});
+  r = RunUnipool(args);
+  EXPECT_EQ(r.exit_code, 0) << r.err;  // full recomputation fits
+  EXPECT_NE(r.out.find("rc=full"), std::string::npos) << r.out;
+  args = fixed;
+  args.insert(args.end(), {"--recompute", "none", "--dp", "128", "--ignore-memory"});
+  r = RunUnipool(args);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("Warning: the best plan needs"), std::string::npos) << r.out;
+}
+
 TEST(PlanCommandTest, SizingChoosesTheGpuCount) {
   testing::RunResult r = RunUnipool({"plan", "-m", "llama3-8b", "--train-tokens", "1e12",
                                      "--deadline-days", "20", "--max-gpus", "4096", "-o", "json"});

@@ -242,9 +242,22 @@ std::string DeepSpeedJson(const perf::LaunchConfig& c) {
   return DeepSpeedObject(c.deepspeed).dump(2) + "\n";
 }
 
+std::vector<std::string> PlanWarnings(const PlanReport& r) {
+  std::vector<std::string> w;
+  if (r.search->top.empty()) return w;
+  const perf::MemoryBreakdown& m = r.search->top.front().estimate.memory;
+  if (!m.fits()) {
+    w.push_back("the best plan needs " + Gb(m.total) + " per GPU, more than the " + Gb(m.usable) +
+                " of HBM by the memory model (stock Megatron-LM schedules); it is evaluated "
+                "anyway because memory is ignored (--ignore-memory, or every dimension fixed)");
+  }
+  return w;
+}
+
 std::string PlanText(const PlanReport& r) {
   std::ostringstream out;
   Header(r, out);
+  for (const std::string& w : PlanWarnings(r)) out << "Warning: " << w << "\n";
   if (r.sizing) Sizing(r, out);
   Ranking(r, out);
   if (!r.search->top.empty()) Breakdown(r, r.search->top.front(), out);
@@ -269,6 +282,7 @@ std::string PlanJson(const PlanReport& r) {
   j["hardware"] = {
       {"cluster", r.cluster_name}, {"gpus", r.hw->gpus}, {"gpu", r.hw->gpu.name}, {"tiers", tiers}};
   j["global_batch"] = r.job->global_batch;
+  j["warnings"] = PlanWarnings(r);
   j["search"] = {{"considered", r.search->considered},
                  {"evaluated", r.search->evaluated},
                  {"pruned_memory", r.search->pruned_memory}};

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "core/perf/cost_model.h"
 #include "core/perf/launch.h"
@@ -23,6 +24,11 @@ struct PlanReport {
   const perf::SizingResult* sizing = nullptr;  // sizing mode only
   bool explain = false;
 };
+
+// What the reader must know before trusting the numbers: a plan over the
+// GPU's memory, an uncalibrated prediction. One sentence each; in the text
+// report as "Warning: ..." lines and in JSON as "warnings".
+std::vector<std::string> PlanWarnings(const PlanReport& r);
 
 std::string PlanText(const PlanReport& r);
 std::string PlanJson(const PlanReport& r);  // one JSON object, pretty

@@ -160,6 +160,15 @@ double RingAllReduceSeconds(double bytes, int64_t n, double bytes_per_s, double 
   return 2 * k / n * bytes / bytes_per_s + 2 * k * latency_s;
 }
 
+std::vector<int32_t> ChunkLayers(int32_t layers, int32_t pp, int32_t vpp) {
+  const int32_t chunks = pp * vpp;
+  std::vector<int32_t> sizes(static_cast<size_t>(chunks), layers / chunks);
+  for (int32_t j = 0; j < layers % chunks; ++j) ++sizes[static_cast<size_t>(j)];
+  return sizes;
+}
+
+int32_t MaxStageLayers(int32_t layers, int32_t pp) { return (layers + pp - 1) / pp; }
+
 double BubbleFraction(int64_t p, int64_t v, int64_t m) {
   return static_cast<double>(p - 1) / (static_cast<double>(v) * m);
 }
@@ -469,8 +478,10 @@ struct StageParams {
 StageParams StageParamsOf(const ModelSpec& m, const Plan& p) {
   const ParamCounts pc = CountParams(m);
   StageParams s;
-  const int64_t chunk = (m.layers + int64_t{p.pp} * p.vpp - 1) / (int64_t{p.pp} * p.vpp);
-  s.layers = static_cast<double>(chunk * p.vpp);
+  // The layers are dealt to the p x v chunks as evenly as possible and the
+  // larger chunks round-robin over the stages (StageLayout), so the heaviest
+  // stage holds ceil(L / p) layers whatever v is.
+  s.layers = static_cast<double>(MaxStageLayers(m.layers, p.pp));
   const double moe_share = static_cast<double>(m.moe_layers()) / m.layers;
   s.moe_layers = s.layers * moe_share;
   s.dense_layers = s.layers - s.moe_layers;

@@ -21,6 +21,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/base/status.h"
 #include "core/base/units.h"
@@ -192,6 +193,20 @@ double RingAllReduceSeconds(double bytes, int64_t n, double bytes_per_s, double 
 
 // Pipeline bubble as a fraction of the ideal time: (p-1) / (v m).
 double BubbleFraction(int64_t p, int64_t v, int64_t m);
+
+// ---- Pipeline layout -------------------------------------------------------
+
+// How `layers` transformer layers are dealt to pp x vpp model chunks: chunk j
+// (in Megatron's virtual-stage order, j = virtual rank x pp + pipeline rank)
+// holds floor(L / (p v)) layers, one more for the first L mod (p v) chunks,
+// so the larger chunks fall round-robin on the stages and the heaviest stage
+// holds ceil(L / p) layers. This is the layout Megatron-LM builds for evenly
+// divisible counts and the one unipool writes as
+// --pipeline-model-parallel-layout otherwise.
+// REQUIRES: 1 <= pp, 1 <= vpp, pp x vpp <= layers.
+std::vector<int32_t> ChunkLayers(int32_t layers, int32_t pp, int32_t vpp);
+// ceil(layers / pp): the layers of the heaviest stage of that layout.
+int32_t MaxStageLayers(int32_t layers, int32_t pp);
 
 // ---- Memory ----------------------------------------------------------------
 

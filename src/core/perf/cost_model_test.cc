@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace unipool::perf {
 namespace {
 
@@ -19,6 +21,31 @@ TEST(CostModelTest, RingAllReduceTextbook) {
   // 2 (n-1)/n S/B + 2 (n-1) alpha = 2 * 7/8 * 1 GB / 100 GB/s + 14 us.
   EXPECT_DOUBLE_EQ(RingAllReduceSeconds(1e9, 8, 100e9, 1e-6), 0.0175 + 14e-6);
   EXPECT_EQ(RingAllReduceSeconds(1e9, 1, 100e9, 1e-6), 0);
+}
+
+TEST(CostModelTest, ChunkLayersDealTheRemainderRoundRobin) {
+  // 126 layers, 16 stages, 2 chunks each: 30 chunks of 4 then 2 of 3, so the
+  // last two stages hold 7 layers and the heaviest 8 = ceil(126/16).
+  const std::vector<int32_t> c = ChunkLayers(126, 16, 2);
+  ASSERT_EQ(c.size(), 32u);
+  EXPECT_EQ(c[0], 4);
+  EXPECT_EQ(c[29], 4);
+  EXPECT_EQ(c[30], 3);
+  EXPECT_EQ(c[31], 3);
+  for (int32_t v : {1, 2, 3, 4, 7}) {
+    const std::vector<int32_t> chunks = ChunkLayers(126, 16, v);
+    int32_t total = 0, heaviest = 0;
+    for (int32_t stage = 0; stage < 16; ++stage) {
+      int32_t layers = 0;
+      for (int32_t k = 0; k < v; ++k) layers += chunks[static_cast<size_t>(k * 16 + stage)];
+      total += layers;
+      heaviest = std::max(heaviest, layers);
+    }
+    EXPECT_EQ(total, 126) << v;
+    EXPECT_EQ(heaviest, MaxStageLayers(126, 16)) << v;
+  }
+  EXPECT_EQ(MaxStageLayers(126, 16), 8);
+  EXPECT_EQ(MaxStageLayers(96, 12), 8);
 }
 
 TEST(CostModelTest, BubbleFraction) {

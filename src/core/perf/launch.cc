@@ -7,20 +7,36 @@ namespace {
 
 using Args = std::vector<std::pair<std::string, std::string>>;
 
+// Megatron-Core's --pipeline-model-parallel-layout: one segment per model
+// chunk in virtual-stage order, '|' between them; E = embedding, t =
+// decoder layer, L = loss ("Custom Pipeline Model Parallel Layout",
+// Megatron-Core user guide).
+std::string PipelineLayout(const ModelSpec& m, const Plan& p) {
+  const std::vector<int32_t> chunks = ChunkLayers(m.layers, p.pp, p.vpp);
+  std::string s;
+  for (size_t j = 0; j < chunks.size(); ++j) {
+    if (j > 0) s += "|";
+    std::string seg = j == 0 ? "E" : "";
+    if (chunks[j] > 0) {
+      if (!seg.empty()) seg += ",";
+      seg += chunks[j] == 1 ? "t" : "t*" + std::to_string(chunks[j]);
+    }
+    if (j + 1 == chunks.size()) seg += seg.empty() ? "L" : ",L";
+    s += seg;
+  }
+  return s;
+}
+
 void Parallelism(const Plan& p, const ModelSpec& m, Args& a) {
   a.push_back({"--tensor-model-parallel-size", std::to_string(p.tp)});
   a.push_back({"--pipeline-model-parallel-size", std::to_string(p.pp)});
-  if (p.vpp > 1) {
-    const int32_t per_chunk = (m.layers + p.pp * p.vpp - 1) / (p.pp * p.vpp);
-    a.push_back({"--num-layers-per-virtual-pipeline-stage", std::to_string(per_chunk)});
-  }
-  if (p.pp > 1 && m.layers % p.pp != 0) {
-    // Uneven stages: the first and last stage take the remainder.
-    const int32_t per_stage = (m.layers + p.pp - 1) / p.pp;
-    const int32_t edge = std::max(1, (m.layers - per_stage * (p.pp - 2)) / 2);
-    a.push_back({"--decoder-first-pipeline-num-layers", std::to_string(edge)});
-    a.push_back({"--decoder-last-pipeline-num-layers",
-                 std::to_string(m.layers - per_stage * (p.pp - 2) - edge)});
+  const int32_t chunks = p.pp * p.vpp;
+  if (p.pp > 1 && m.layers % chunks != 0) {
+    // Uneven chunks: the layout names every chunk's layers (the cost model
+    // assumes the same layout, ChunkLayers).
+    a.push_back({"--pipeline-model-parallel-layout", PipelineLayout(m, p)});
+  } else if (p.vpp > 1) {
+    a.push_back({"--num-layers-per-virtual-pipeline-stage", std::to_string(m.layers / chunks)});
   }
   if (p.cp > 1) a.push_back({"--context-parallel-size", std::to_string(p.cp)});
   if (p.ep > 1) a.push_back({"--expert-model-parallel-size", std::to_string(p.ep)});

@@ -18,16 +18,18 @@ TEST(LaunchTest, MegatronArgumentsForLlama405b) {
   Plan p;
   p.tp = 8;
   p.pp = 16;
-  p.vpp = 2;  // 126 layers: chunks of 4, first and last stages one layer short
+  p.vpp = 2;  // 126 layers in 32 chunks: 30 of 4, then two of 3 on the last stages
   p.dp = 128;
   p.zero = 1;
   p.recompute = Recompute::kFull;
   const LaunchConfig c = MakeLaunch(job, p, 8);
   EXPECT_EQ(Arg(c, "--tensor-model-parallel-size"), "8");
   EXPECT_EQ(Arg(c, "--pipeline-model-parallel-size"), "16");
-  EXPECT_EQ(Arg(c, "--num-layers-per-virtual-pipeline-stage"), "4");
-  EXPECT_EQ(Arg(c, "--decoder-first-pipeline-num-layers"), "7");
-  EXPECT_EQ(Arg(c, "--decoder-last-pipeline-num-layers"), "7");
+  EXPECT_EQ(Arg(c, "--num-layers-per-virtual-pipeline-stage"), "<absent>");
+  std::string layout = "E,t*4";
+  for (int j = 1; j < 30; ++j) layout += "|t*4";
+  layout += "|t*3|t*3,L";
+  EXPECT_EQ(Arg(c, "--pipeline-model-parallel-layout"), layout);
   EXPECT_EQ(Arg(c, "--num-query-groups"), "8");
   EXPECT_EQ(Arg(c, "--swiglu"), "");
   EXPECT_EQ(Arg(c, "--global-batch-size"), "2048");
@@ -40,6 +42,18 @@ TEST(LaunchTest, MegatronArgumentsForLlama405b) {
   EXPECT_EQ(c.deepspeed.gradient_accumulation_steps, 16);
   EXPECT_EQ(c.deepspeed.zero_stage, 1);
   EXPECT_TRUE(c.deepspeed.activation_checkpointing);
+}
+
+TEST(LaunchTest, EvenChunksUseTheVirtualStageSize) {
+  Job job{*FindBuiltinModel("gpt3-175b"), 1536, {}};  // 96 layers
+  Plan p;
+  p.tp = 8;
+  p.pp = 12;
+  p.vpp = 4;
+  p.dp = 16;
+  const LaunchConfig c = MakeLaunch(job, p, 8);
+  EXPECT_EQ(Arg(c, "--num-layers-per-virtual-pipeline-stage"), "2");
+  EXPECT_EQ(Arg(c, "--pipeline-model-parallel-layout"), "<absent>");
 }
 
 TEST(LaunchTest, MoeArguments) {

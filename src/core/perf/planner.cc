@@ -46,6 +46,13 @@ std::vector<int32_t> DivisorsUpTo(int64_t n, int32_t max) {
   return v;
 }
 
+// 1, 2, ..., n.
+std::vector<int32_t> UpTo(int64_t n) {
+  std::vector<int32_t> v;
+  for (int64_t d = 1; d <= n; ++d) v.push_back(static_cast<int32_t>(d));
+  return v;
+}
+
 std::vector<Recompute> RecomputeCandidates(const Job& job, const SearchOptions& o) {
   if (o.recompute) return {*o.recompute};
   if (job.framework.flash_attention) return {Recompute::kNone, Recompute::kFull};
@@ -101,9 +108,12 @@ void SearchSchedules(SearchState& st, Plan base) {
       const int64_t m = per_rank / mbs;
       base.micro_batch = mbs;
       bool any_fit = false;
+      // Any v with at least one layer per chunk: the layers need not divide
+      // evenly (ChunkLayers deals the remainder; the heaviest stage holds
+      // ceil(L/p) layers for every v).
       std::vector<int32_t> vpps = {1};
       if (base.pp > 1 && m % base.pp == 0) {
-        vpps = DivisorsUpTo(st.job.model.layers / base.pp, st.o.max_vpp);
+        vpps = UpTo(std::min<int64_t>(st.job.model.layers / base.pp, st.o.max_vpp));
       }
       for (int32_t v : Fixed(st.o.vpp, vpps)) {
         if (v > 1 &&
@@ -116,7 +126,7 @@ void SearchSchedules(SearchState& st, Plan base) {
         const MemoryBreakdown mem = EstimateMemory(st.job, st.hw, p);
         if (!mem.fits()) {
           NoteMisfit(st, static_cast<double>(mem.total.value()));
-          continue;
+          if (!st.o.ignore_memory) continue;
         }
         any_fit = true;
         ++st.result.evaluated;
@@ -163,7 +173,7 @@ void SearchLayout(SearchState& st, Plan base) {
         if (zero > 0 && !sharded && st.o.zero < 0) continue;  // nothing to shard over
         base.zero = zero;
         const double need = ModelStateNeed(st, base);
-        if (need > static_cast<double>(st.hw.gpu.hbm.value())) {
+        if (need > static_cast<double>(st.hw.gpu.hbm.value()) && !st.o.ignore_memory) {
           NoteMisfit(st, need);
           continue;
         }

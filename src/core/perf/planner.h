@@ -7,7 +7,8 @@
 // PP (divisors of GPUs / (TP x CP) up to the layer count; uneven last stages
 // allowed, the slowest stage counts), DP (what is left; must divide the
 // global batch), EP (MoE only: powers of two dividing experts and DP),
-// micro-batch (powers of two), interleaving v (pp x v <= layers), ZeRO 0-3,
+// micro-batch (powers of two), interleaving v (any v <= 16 with pp x v <=
+// layers; the layers need not divide evenly, see ChunkLayers), ZeRO 0-3,
 // recomputation none/selective/full (selective only without flash
 // attention, where it differs from none), and the rank order (DP or PP
 // outermost). Any dimension can be fixed by SearchOptions.
@@ -40,10 +41,14 @@ struct SearchOptions {
   std::optional<Recompute> recompute;
   std::optional<RankOrder> order;
   std::optional<bool> sequence_parallel;
+  // Rank plans that need more memory than the GPU has, too (their
+  // Estimate's memory.fits() is false): to evaluate a published plan the
+  // memory model rejects. Misfits are still counted in pruned_memory.
+  bool ignore_memory = false;
   // Bounds of the search.
   int32_t max_tp = 64;
   int32_t max_cp = 16;
-  int32_t max_vpp = 8;
+  int32_t max_vpp = 16;  // NVIDIA's published configurations go up to 12
   int32_t max_micro_batch = 16;
 };
 

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace unipool::perf {
 namespace {
 
@@ -30,6 +32,38 @@ TEST(PlannerTest, ReturnsTopKFastestFirstAndFitting) {
   EXPECT_GT(r->pruned_memory, 0);  // 70B does not fit unsharded on one GPU
   // TP stays inside the 8-GPU NVLink domain.
   EXPECT_LE(r->top.front().plan.tp, 8);
+}
+
+// Issue 16: for 126 layers on 16 stages only v = 1 and v = 7 were searched
+// (divisors of floor(126/16)), and v = 7 was costed at 14 layers a stage.
+TEST(PlannerTest, InterleavingSearchesEveryVirtualStageCountForUnevenLayers) {
+  const Job job{*FindBuiltinModel("llama3-405b"), 2048, {}};
+  const HardwareView hw = View(16384);
+  SearchOptions o;
+  o.tp = 8;
+  o.pp = 16;
+  o.cp = 1;
+  o.zero = 1;
+  o.micro_batch = 1;
+  o.recompute = Recompute::kFull;
+  o.order = RankOrder::kTpCpPpDp;
+  o.top_k = 20;
+  Result<PlanSearch> r = Search(job, hw, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  std::vector<int32_t> seen;
+  for (const RankedPlan& p : r->top) seen.push_back(p.plan.vpp);
+  for (int32_t v : {1, 2, 4, 7}) {
+    EXPECT_NE(std::find(seen.begin(), seen.end(), v), seen.end()) << "v=" << v;
+  }
+  // Every v costs the same 8 layers on the heaviest stage; more chunks only
+  // shrink the bubble, so v = 7 is no slower than v = 1 (it was +75%).
+  auto step = [&](int32_t v) {
+    Plan p = r->top.front().plan;
+    p.vpp = v;
+    return Evaluate(job, hw, p)->time.compute;
+  };
+  EXPECT_EQ(step(7), step(1));
+  EXPECT_EQ(step(2), step(1));
 }
 
 TEST(PlannerTest, Deterministic) {
@@ -98,6 +132,29 @@ TEST(PlannerTest, NothingFitsIsResourceExhausted) {
   Result<PlanSearch> r = Search(job, View(8), SearchOptions{});
   EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
   EXPECT_NE(r.status().message().find("the smallest needs"), std::string::npos);
+}
+
+// Issue 16: Llama 3 405B ran at TP8 PP16 in production; the memory model
+// (stock Megatron's schedule) puts it over 80 GB. It can still be evaluated.
+TEST(PlannerTest, IgnoreMemoryRanksAPlanThatDoesNotFit) {
+  const Job job{*FindBuiltinModel("llama3-405b"), 2048, {}};
+  SearchOptions o;
+  o.tp = 8;
+  o.pp = 16;
+  o.cp = 1;
+  o.vpp = 1;
+  o.micro_batch = 1;
+  o.zero = 1;
+  o.recompute = Recompute::kNone;
+  o.order = RankOrder::kTpCpPpDp;
+  EXPECT_EQ(Search(job, View(16384), o).status().code(), StatusCode::kResourceExhausted);
+  o.ignore_memory = true;
+  Result<PlanSearch> r = Search(job, View(16384), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->top.size(), 1u);
+  EXPECT_FALSE(r->top.front().estimate.memory.fits());
+  EXPECT_EQ(r->top.front().plan.dp, 128);
+  EXPECT_GT(r->pruned_memory, 0);
 }
 
 TEST(PlannerTest, NoValidSplitIsInvalidArgument) {
