@@ -33,6 +33,7 @@ struct PlanOptions {
   bool explain = false;
   std::string output = "text";
   std::string deepspeed_out;
+  std::string torchtitan_out;
   bool list_models = false;
   // Fixed plan dimensions (0 = search).
   int32_t tp = 0, pp = 0, dp = 0, cp = 0, ep = 0, vpp = 0, mbs = 0, zero = -1;
@@ -118,6 +119,7 @@ perf::SearchOptions MakeSearch(const PlanOptions& o) {
   if (o.order == "tp-cp-dp-pp") s.order = perf::RankOrder::kTpCpDpPp;
   if (o.order == "tp-cp-pp-dp") s.order = perf::RankOrder::kTpCpPpDp;
   s.ignore_memory = o.ignore_memory || EveryDimensionFixed(o);
+  s.deepspeed = !o.deepspeed_out.empty();  // the config written must be one DeepSpeed runs
   return s;
 }
 
@@ -143,9 +145,15 @@ int Emit(const PlanOptions& o, const perf::Job& job, const perf::HardwareView& h
   io::PlanReport r{&job, &hw, cluster_name, &search, &launch, sizing, o.explain};
   std::cout << (o.output == "json" ? io::PlanJson(r) : io::PlanText(r));
   if (!o.deepspeed_out.empty()) {
+    if (!launch.deepspeed_ok.ok()) return Fail(InvalidArgument(launch.deepspeed_ok.message()));
     std::ofstream f(o.deepspeed_out);
     f << io::DeepSpeedJson(launch);
     if (!f) return Fail(InvalidArgument("--deepspeed-config: cannot write " + o.deepspeed_out));
+  }
+  if (!o.torchtitan_out.empty()) {
+    std::ofstream f(o.torchtitan_out);
+    f << io::TorchtitanToml(launch);
+    if (!f) return Fail(InvalidArgument("--torchtitan-config: cannot write " + o.torchtitan_out));
   }
   return kExitOk;
 }
@@ -245,7 +253,10 @@ void AddPlanCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("-o,--output", o->output, "output format")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
-  cmd->add_option("--deepspeed-config", o->deepspeed_out, "write the DeepSpeed config here");
+  cmd->add_option("--deepspeed-config", o->deepspeed_out,
+                  "write the DeepSpeed config here (plans under DeepSpeed's rules: ZeRO 0-1 with "
+                  "pipeline stages, no CP, no interleaving)");
+  cmd->add_option("--torchtitan-config", o->torchtitan_out, "write a torchtitan job file (TOML)");
   cmd->add_flag("--no-flash-attention", o->no_flash, "attention without a fused kernel");
   cmd->add_flag("--no-tp-overlap", o->no_tp_overlap, "TP communication not overlapped");
   cmd->add_flag("--no-dp-overlap", o->no_dp_overlap, "DP communication not overlapped");

@@ -1,9 +1,12 @@
 // End-to-end tests of `unipool plan`: presets and files, JSON output, the
 // launch settings, sizing, and one-line errors with exit code 2.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "cli/cli_test_util.h"
 
@@ -106,6 +109,31 @@ TEST(PlanCommandTest, AFixedPlanOverMemoryIsAWarning) {
   r = RunUnipool(args);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("Warning: the best plan needs"), std::string::npos) << r.out;
+}
+
+// --deepspeed-config plans under DeepSpeed's rules: the 405B plan it writes
+// has no ZeRO-2/3 with pipeline stages, no CP and no interleaving.
+TEST(PlanCommandTest, WritesADeepSpeedConfigDeepSpeedRunsAndATorchtitanFile) {
+  const fs::path dir = fs::temp_directory_path() / ("unipool-plan-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const std::string ds = (dir / "ds.json").string(), tt = (dir / "job.toml").string();
+  testing::RunResult r = RunUnipool(
+      {"plan", "-m", "llama3-405b", "-c", "examples/clusters/llama3-16k.yaml", "-b", "2048", "-k",
+       "1", "-o", "json", "--deepspeed-config", ds, "--torchtitan-config", tt});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json plan = json::parse(r.out)["plans"][0]["plan"];
+  const json cfg = json::parse(std::ifstream(ds));
+  const int pp = plan["pp"], tp = plan["tp"];
+  EXPECT_EQ(plan["cp"], 1);
+  EXPECT_EQ(plan["vpp"], 1);
+  if (pp > 1) EXPECT_LE(cfg["zero_optimization"]["stage"].get<int>(), 1);
+  EXPECT_EQ(cfg["train_batch_size"].get<int64_t>(),
+            cfg["train_micro_batch_size_per_gpu"].get<int64_t>() *
+                cfg["gradient_accumulation_steps"].get<int64_t>() * (16384 / (tp * pp)));
+  std::stringstream toml;
+  toml << std::ifstream(tt).rdbuf();
+  EXPECT_NE(toml.str().find("flavor = \"405B\""), std::string::npos) << toml.str();
+  fs::remove_all(dir);
 }
 
 TEST(PlanCommandTest, SizingChoosesTheGpuCount) {

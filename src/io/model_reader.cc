@@ -1,6 +1,7 @@
 #include "io/model_reader.h"
 
 #include <fstream>
+#include <initializer_list>
 
 #include "io/cluster_reader.h"
 #include "io/quote.h"
@@ -41,11 +42,43 @@ Status ReadActivation(const Fields& f, FfnActivation* out) {
   return Status::Ok();
 }
 
+// A string field that must be one of `names`; *out takes the index.
+template <typename E>
+Status ReadEnum(const Fields& f, const char* key, std::initializer_list<const char*> names,
+                E* out) {
+  std::string v;
+  UNIPOOL_RETURN_IF_ERROR(f.String(key, &v));
+  if (v.empty()) return Status::Ok();
+  int i = 0;
+  std::string list;
+  for (const char* n : names) {
+    if (v == n) {
+      *out = static_cast<E>(i);
+      return Status::Ok();
+    }
+    list += (i++ > 0 ? (i == static_cast<int>(names.size()) ? " or " : ", ") : "") + std::string(n);
+  }
+  return Expected(f.Get(key), f.PathOf(key), list);
+}
+
+// Architecture details for the launch settings (Megatron-LM's flags).
+Status ReadArchitecture(const Fields& f, perf::Architecture* a) {
+  UNIPOOL_RETURN_IF_ERROR(ReadEnum(f, "normalization", {"layernorm", "rmsnorm"}, &a->norm));
+  UNIPOOL_RETURN_IF_ERROR(f.Double("normEpsilon", &a->norm_epsilon, 1e-12, 1));
+  UNIPOOL_RETURN_IF_ERROR(
+      ReadEnum(f, "positionEmbedding", {"learned", "rope", "none"}, &a->positions));
+  UNIPOOL_RETURN_IF_ERROR(f.Double("rotaryBase", &a->rotary_base, 1, 1e12));
+  UNIPOOL_RETURN_IF_ERROR(f.Bool("bias", &a->linear_bias));
+  UNIPOOL_RETURN_IF_ERROR(f.Double("dropout", &a->dropout, 0, 1));
+  return f.String("tokenizer", &a->tokenizer);
+}
+
 Status ReadSpec(const YAML::Node& node, ModelSpec* out) {
-  Result<Fields> f =
-      Fields::Of(node, "spec",
-                 {"base", "layers", "hiddenSize", "ffnHiddenSize", "activation", "attentionHeads",
-                  "kvHeads", "headDim", "vocabSize", "seqLength", "tiedEmbeddings", "moe"});
+  Result<Fields> f = Fields::Of(
+      node, "spec",
+      {"base", "layers", "hiddenSize", "ffnHiddenSize", "activation", "attentionHeads", "kvHeads",
+       "headDim", "vocabSize", "seqLength", "tiedEmbeddings", "moe", "normalization", "normEpsilon",
+       "positionEmbedding", "rotaryBase", "bias", "dropout", "tokenizer"});
   if (!f.ok()) return f.status();
   std::string base;
   UNIPOOL_RETURN_IF_ERROR(f->String("base", &base));
@@ -70,6 +103,7 @@ Status ReadSpec(const YAML::Node& node, ModelSpec* out) {
   UNIPOOL_RETURN_IF_ERROR(f->Int("seqLength", &out->seq_len, 1, int64_t{1} << 26, req));
   UNIPOOL_RETURN_IF_ERROR(f->Bool("tiedEmbeddings", &out->tied_embeddings));
   if (f->Has("moe")) UNIPOOL_RETURN_IF_ERROR(ReadMoe(f->Get("moe"), &out->moe));
+  UNIPOOL_RETURN_IF_ERROR(ReadArchitecture(*f, &out->arch));
   // Cross-field rules; the error points at the field it names.
   Status st = perf::Validate(*out);
   if (!st.ok()) {

@@ -126,7 +126,13 @@ void Sizing(const PlanReport& r, std::ostringstream& out) {
 
 void Launch(const perf::LaunchConfig& c, std::ostringstream& out) {
   out << "Launch (Megatron-LM, on every node):\n  " << TorchrunLine(c) << "\n";
-  out << "DeepSpeed config:\n" << DeepSpeedJson(c);
+  if (c.deepspeed_ok.ok()) {
+    out << "DeepSpeed config:\n" << DeepSpeedJson(c);
+  } else {
+    out << "DeepSpeed config: none: " << c.deepspeed_ok.message()
+        << "; --deepspeed-config plans under DeepSpeed's rules\n";
+  }
+  out << "torchtitan job config (--torchtitan-config):\n" << TorchtitanToml(c);
 }
 
 // ---- JSON ------------------------------------------------------------------
@@ -242,6 +248,34 @@ std::string DeepSpeedJson(const perf::LaunchConfig& c) {
   return DeepSpeedObject(c.deepspeed).dump(2) + "\n";
 }
 
+std::string TorchtitanToml(const perf::LaunchConfig& c) {
+  const perf::TorchtitanConfig& t = c.torchtitan;
+  std::ostringstream o;
+  auto str = [](const std::string& v) { return "\"" + v + "\""; };
+  o << "[model]\nname = " << str(t.model_name) << "\n";
+  if (t.flavor.empty()) {
+    o << "# no torchtitan flavor has this shape: add one with the sizes of the plan's model\n";
+  } else {
+    o << "flavor = " << str(t.flavor) << "\n";
+  }
+  if (t.float8) o << "converters = [\"float8\"]\n";
+  o << "\n[training]\nlocal_batch_size = " << t.local_batch_size
+    << "\nglobal_batch_size = " << t.global_batch_size << "\nseq_len = " << t.seq_len
+    << "\nmixed_precision_param = \"bfloat16\"\n";
+  o << "\n[parallelism]\ndata_parallel_replicate_degree = " << t.dp_replicate
+    << "\ndata_parallel_shard_degree = " << t.dp_shard
+    << "\nfsdp_reshard_after_forward = " << str(t.reshard_after_forward)
+    << "\ntensor_parallel_degree = " << t.tp << "\ncontext_parallel_degree = " << t.cp
+    << "\nexpert_parallel_degree = " << t.ep << "\npipeline_parallel_degree = " << t.pp << "\n";
+  if (t.pp > 1) {
+    o << "pipeline_parallel_schedule = " << str(t.pp_schedule)
+      << "\npipeline_parallel_microbatch_size = " << t.pp_microbatch_size
+      << "\npipeline_parallel_layers_per_stage = " << t.pp_layers_per_stage << "\n";
+  }
+  o << "\n[activation_checkpoint]\nmode = " << str(t.activation_checkpoint) << "\n";
+  return o.str();
+}
+
 std::vector<std::string> PlanWarnings(const PlanReport& r) {
   std::vector<std::string> w;
   if (r.search->top.empty()) return w;
@@ -337,7 +371,12 @@ std::string PlanJson(const PlanReport& r) {
     }
     j["launch"] = {{"megatron_args", args},
                    {"torchrun", TorchrunLine(*r.launch)},
-                   {"deepspeed_config", DeepSpeedObject(r.launch->deepspeed)}};
+                   {"torchtitan_toml", TorchtitanToml(*r.launch)}};
+    if (r.launch->deepspeed_ok.ok()) {
+      j["launch"]["deepspeed_config"] = DeepSpeedObject(r.launch->deepspeed);
+    } else {
+      j["launch"]["deepspeed_unsupported"] = r.launch->deepspeed_ok.message();
+    }
   }
   return j.dump(2) + "\n";
 }

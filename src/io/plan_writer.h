@@ -39,6 +39,9 @@ std::string MegatronArgs(const perf::LaunchConfig& c);
 std::string TorchrunLine(const perf::LaunchConfig& c);
 // A DeepSpeed config file (JSON object, pretty).
 std::string DeepSpeedJson(const perf::LaunchConfig& c);
+// A torchtitan job file (TOML): [model], [training], [parallelism],
+// [activation_checkpoint].
+std::string TorchtitanToml(const perf::LaunchConfig& c);
 
 // "1h 23m", "4.2 days", "850 ms".
 std::string HumanDuration(double seconds);

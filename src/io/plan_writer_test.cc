@@ -14,7 +14,7 @@ struct Fixture {
   perf::HardwareView hw;
   perf::PlanSearch search;
   perf::LaunchConfig launch;
-  Fixture() {
+  explicit Fixture(bool deepspeed = false) {
     perf::UniformCluster u;
     u.gpu = *FindBuiltinGpuModel("H100-SXM");
     u.gpus = 128;
@@ -22,6 +22,7 @@ struct Fixture {
     perf::SearchOptions o;
     o.top_k = 3;
     o.explain = true;
+    o.deepspeed = deepspeed;
     search = *perf::Search(job, hw, o);
     launch = perf::MakeLaunch(job, search.top.front().plan, 8);
   }
@@ -48,15 +49,45 @@ TEST(PlanWriterTest, JsonHasPlansBreakdownsAndLaunch) {
   EXPECT_FALSE(j["explain"]["why_best"].get<std::string>().empty());
   EXPECT_FALSE(j["explain"]["alternatives"].empty());
   EXPECT_EQ(j["launch"]["megatron_args"][0], "--tensor-model-parallel-size");
-  EXPECT_EQ(j["launch"]["deepspeed_config"]["train_batch_size"], 256);
+  EXPECT_NE(j["launch"]["torchtitan_toml"].get<std::string>().find("[parallelism]"),
+            std::string::npos);
+  // Planned under DeepSpeed's rules, the config is there; else the reason.
+  Fixture ds(true);
+  const json d = json::parse(PlanJson(ds.Report()));
+  EXPECT_EQ(d["launch"]["deepspeed_config"]["train_batch_size"], 256);
+  EXPECT_FALSE(d["launch"].contains("deepspeed_unsupported"));
+  EXPECT_EQ(j["launch"].contains("deepspeed_config"), f.launch.deepspeed_ok.ok());
+}
+
+TEST(PlanWriterTest, TorchtitanTomlForLlama405b) {
+  perf::Job job{*perf::FindBuiltinModel("llama3-405b"), 2048, {}};
+  job.framework.fp8 = true;
+  perf::Plan p;
+  p.tp = 8;
+  p.pp = 16;
+  p.vpp = 2;
+  p.dp = 128;
+  p.zero = 3;
+  p.recompute = perf::Recompute::kFull;
+  const std::string toml = TorchtitanToml(perf::MakeLaunch(job, p, 8));
+  for (const char* want :
+       {"name = \"llama3\"", "flavor = \"405B\"", "converters = [\"float8\"]",
+        "local_batch_size = 16", "global_batch_size = 2048", "seq_len = 8192",
+        "data_parallel_shard_degree = 128", "fsdp_reshard_after_forward = \"always\"",
+        "tensor_parallel_degree = 8", "pipeline_parallel_degree = 16",
+        "pipeline_parallel_schedule = \"Interleaved1F1B\"", "pipeline_parallel_microbatch_size = 1",
+        "pipeline_parallel_layers_per_stage = 4", "mode = \"full\""}) {
+    EXPECT_NE(toml.find(want), std::string::npos) << want << "\n" << toml;
+  }
 }
 
 TEST(PlanWriterTest, TextShowsEverySection) {
   Fixture f;
   const std::string text = PlanText(f.Report());
-  for (const char* want : {"Model llama3-70b: 70.6B parameters", "RANK", "Best plan:",
-                           "pipeline bubble", "Memory per GPU:", "Why it wins:", "ALTERNATIVE",
-                           "torchrun --nnodes 16 --nproc-per-node 8", "\"zero_optimization\""}) {
+  for (const char* want :
+       {"Model llama3-70b: 70.6B parameters", "RANK", "Best plan:", "pipeline bubble",
+        "Memory per GPU:", "Why it wins:", "ALTERNATIVE", "torchrun --nnodes 16 --nproc-per-node 8",
+        "DeepSpeed config", "torchtitan job config", "[activation_checkpoint]"}) {
     EXPECT_NE(text.find(want), std::string::npos) << want;
   }
 }

@@ -97,9 +97,10 @@ Status CheckModelSplit(const ModelSpec& m, const Plan& p) {
   if (m.heads % p.tp != 0)
     return Broken("tp=" + std::to_string(p.tp) + " does not divide the " + std::to_string(m.heads) +
                   " attention heads");
-  if (m.kv_heads % p.tp != 0 && p.tp % m.kv_heads != 0) {
-    return Broken("tp=" + std::to_string(p.tp) + " and the " + std::to_string(m.kv_heads) +
-                  " KV heads do not divide one another");
+  // Megatron-Core splits the query groups over TP (divide() in its attention).
+  if (m.kv_heads % p.tp != 0) {
+    return Broken("tp=" + std::to_string(p.tp) + " does not divide the " +
+                  std::to_string(m.kv_heads) + " KV heads");
   }
   if (m.dense_layers() > 0 && m.ffn_hidden % p.tp != 0)
     return Broken("tp does not divide ffnHiddenSize");

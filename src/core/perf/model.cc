@@ -116,7 +116,33 @@ StepFlops TrainingFlops(const ModelSpec& m, double sequences, Recompute recomput
   return f;
 }
 
+const char* NormName(Norm n) { return n == Norm::kRmsNorm ? "RMSNorm" : "LayerNorm"; }
+
+const char* PositionEmbeddingName(PositionEmbedding p) {
+  switch (p) {
+    case PositionEmbedding::kLearned:
+      return "learned";
+    case PositionEmbedding::kRope:
+      return "rope";
+    case PositionEmbedding::kNone:
+      return "none";
+  }
+  return "?";
+}
+
 namespace {
+
+// Llama-family architecture: RMSNorm, RoPE, no biases, no dropout.
+Architecture LlamaStyle(double rotary_base, std::string tokenizer) {
+  Architecture a;
+  a.norm = Norm::kRmsNorm;
+  a.positions = PositionEmbedding::kRope;
+  a.rotary_base = rotary_base;
+  a.linear_bias = false;
+  a.dropout = 0;
+  a.tokenizer = std::move(tokenizer);
+  return a;
+}
 
 ModelSpec Dense(std::string name, int32_t layers, int64_t hidden, int64_t ffn, FfnActivation act,
                 int32_t heads, int32_t kv_heads, int64_t vocab, int64_t seq, bool tied) {
@@ -138,16 +164,35 @@ std::vector<ModelSpec> MakeBuiltins() {
   using A = FfnActivation;
   std::vector<ModelSpec> v;
   // Brown et al. 2020, Table 2.1; vocabulary padded to 51,200 as Megatron-LM does.
-  v.push_back(Dense("gpt3-175b", 96, 12288, 49152, A::kGelu, 96, 96, 51200, 2048, true));
+  // GPT-3 architecture: pre-LayerNorm, learned positions, biases, GPT-2 BPE.
+  ModelSpec gpt3 = Dense("gpt3-175b", 96, 12288, 49152, A::kGelu, 96, 96, 51200, 2048, true);
+  gpt3.arch.tokenizer = "gpt2";
+  v.push_back(gpt3);
   // Narayanan et al. SC'21, Table 1 (the 1T row).
-  v.push_back(Dense("gpt-1t", 128, 25600, 102400, A::kGelu, 160, 160, 51200, 2048, true));
-  // Meta, "The Llama 3 Herd of Models" 2024, Table 3; 8K pre-training context.
-  v.push_back(Dense("llama3-8b", 32, 4096, 14336, A::kSwiglu, 32, 8, 128256, 8192, false));
-  v.push_back(Dense("llama3-70b", 80, 8192, 28672, A::kSwiglu, 64, 8, 128256, 8192, false));
-  v.push_back(Dense("llama3-405b", 126, 16384, 53248, A::kSwiglu, 128, 8, 128256, 8192, false));
-  // Jiang et al. 2024 "Mixtral of Experts", Table 1.
+  ModelSpec gpt1t = Dense("gpt-1t", 128, 25600, 102400, A::kGelu, 160, 160, 51200, 2048, true);
+  gpt1t.arch.tokenizer = "gpt2";
+  v.push_back(gpt1t);
+  // Meta, "The Llama 3 Herd of Models" 2024, Table 3; 8K pre-training context;
+  // RoPE base frequency 500,000; RMSNorm eps 1e-5 (the released config.json).
+  const struct {
+    const char* name;
+    int32_t layers;
+    int64_t hidden, ffn;
+    int32_t heads;
+    const char* tokenizer;
+  } llamas[] = {{"llama3-8b", 32, 4096, 14336, 32, "meta-llama/Meta-Llama-3-8B"},
+                {"llama3-70b", 80, 8192, 28672, 64, "meta-llama/Meta-Llama-3-70B"},
+                {"llama3-405b", 126, 16384, 53248, 128, "meta-llama/Llama-3.1-405B"}};
+  for (const auto& l : llamas) {
+    ModelSpec m =
+        Dense(l.name, l.layers, l.hidden, l.ffn, A::kSwiglu, l.heads, 8, 128256, 8192, false);
+    m.arch = LlamaStyle(500000, l.tokenizer);
+    v.push_back(m);
+  }
+  // Jiang et al. 2024 "Mixtral of Experts", Table 1; RoPE base 1e6 (config.json).
   ModelSpec mixtral = Dense("mixtral-8x7b", 32, 4096, 14336, A::kSwiglu, 32, 8, 32000, 4096, false);
   mixtral.moe = {8, 2, 0, 14336, 0};
+  mixtral.arch = LlamaStyle(1e6, "mistralai/Mixtral-8x7B-v0.1");
   v.push_back(mixtral);
   // DeepSeek-V3 technical report 2024, section 4.2: 61 layers, 1 shared + 256
   // routed experts of width 2048, top-8, first 3 layers dense (width 18432).
@@ -156,6 +201,14 @@ std::vector<ModelSpec> MakeBuiltins() {
   ModelSpec dsv3 = Dense("deepseek-v3", 61, 7168, 18432, A::kSwiglu, 128, 128, 129280, 4096, false);
   dsv3.head_dim = 56;
   dsv3.moe = {256, 8, 1, 2048, 3};
+  // Section 2.1.2: sigmoid affinities, 8 groups (nodes), at most 4 per token,
+  // routed output scaled by 2.5 (config.json routed_scaling_factor); MLA
+  // ranks from section 4.2; one MTP module; RMSNorm eps 1e-6.
+  dsv3.router = {true, 8, 4, 2.5};
+  dsv3.mla = {1536, 512, 128, 64, 128};
+  dsv3.mtp_layers = 1;
+  dsv3.arch = LlamaStyle(10000, "deepseek-ai/DeepSeek-V3");
+  dsv3.arch.norm_epsilon = 1e-6;
   v.push_back(dsv3);
   std::sort(v.begin(), v.end(),
             [](const ModelSpec& a, const ModelSpec& b) { return a.name < b.name; });

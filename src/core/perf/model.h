@@ -40,6 +40,44 @@ struct MoeSpec {
   int32_t dense_layers = 0;       // the first layers keep a dense FFN (DeepSeek-V3: 3)
 };
 
+// What the cost model does not need but a framework must be told to build
+// the same network (Megatron-LM's architecture flags); the defaults are a
+// GPT-3-style model.
+enum class Norm { kLayerNorm, kRmsNorm };
+enum class PositionEmbedding { kLearned, kRope, kNone };
+const char* NormName(Norm n);                            // "LayerNorm", "RMSNorm"
+const char* PositionEmbeddingName(PositionEmbedding p);  // "learned", "rope", "none"
+
+struct Architecture {
+  Norm norm = Norm::kLayerNorm;
+  double norm_epsilon = 1e-5;
+  PositionEmbedding positions = PositionEmbedding::kLearned;
+  double rotary_base = 10000;  // RoPE theta
+  bool linear_bias = true;     // biases in the attention and MLP linears
+  double dropout = 0.1;        // attention and hidden dropout
+  std::string tokenizer;       // a Hugging Face tokenizer id; empty = none named
+};
+
+// Multi-head latent attention (DeepSeek-V2/V3): queries and keys/values go
+// through low-rank projections. All zero = standard attention.
+struct MlaSpec {
+  int32_t q_lora_rank = 0;
+  int32_t kv_lora_rank = 0;
+  int32_t qk_head_dim = 0;       // the part of each head without RoPE
+  int32_t qk_rope_head_dim = 0;  // the decoupled RoPE part
+  int32_t v_head_dim = 0;
+  bool enabled() const { return kv_lora_rank > 0; }
+};
+
+// How the router scores experts (softmax for Mixtral; sigmoid with
+// node-group-limited routing for DeepSeek-V3).
+struct RouterSpec {
+  bool sigmoid = false;
+  int32_t groups = 0;        // expert groups (DeepSeek-V3: 8, one per node)
+  int32_t group_top_k = 0;   // groups a token may use (DeepSeek-V3: 4)
+  double top_k_scaling = 0;  // routed-expert output scale (DeepSeek-V3: 2.5)
+};
+
 struct ModelSpec {
   std::string name;
   int32_t layers = 0;
@@ -53,6 +91,10 @@ struct ModelSpec {
   int64_t seq_len = 0;
   bool tied_embeddings = false;
   MoeSpec moe;
+  RouterSpec router;
+  Architecture arch;
+  MlaSpec mla;
+  int32_t mtp_layers = 0;  // multi-token-prediction modules (DeepSeek-V3: 1)
 
   bool is_moe() const { return moe.experts > 0; }
   int64_t head_size() const { return head_dim > 0 ? head_dim : hidden / heads; }

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/perf/launch.h"
+
 namespace unipool::perf {
 namespace {
 
@@ -21,7 +23,7 @@ std::vector<int32_t> Fixed(int32_t fixed, std::vector<int32_t> candidates) {
 std::vector<int32_t> TpCandidates(const ModelSpec& m, const SearchOptions& o) {
   std::vector<int32_t> v;
   for (int32_t tp : Fixed(o.tp, PowersOfTwo(o.max_tp))) {
-    if (m.heads % tp != 0 || (m.kv_heads % tp != 0 && tp % m.kv_heads != 0)) continue;
+    if (m.heads % tp != 0 || m.kv_heads % tp != 0) continue;  // Megatron divides KV heads
     if (m.dense_layers() > 0 && m.ffn_hidden % tp != 0) continue;
     if (m.is_moe() && m.moe.expert_ffn_hidden % tp != 0) continue;
     v.push_back(tp);
@@ -121,6 +123,7 @@ void SearchSchedules(SearchState& st, Plan base) {
           continue;
         Plan p = base;
         p.vpp = v;
+        if (st.o.deepspeed && !DeepSpeedSupports(p).ok()) continue;
         ++st.result.considered;
         st.any_valid = true;
         const MemoryBreakdown mem = EstimateMemory(st.job, st.hw, p);

@@ -45,6 +45,8 @@ struct SearchOptions {
   // Estimate's memory.fits() is false): to evaluate a published plan the
   // memory model rejects. Misfits are still counted in pruned_memory.
   bool ignore_memory = false;
+  // Only plans DeepSpeed can run (DeepSpeedSupports in launch.h).
+  bool deepspeed = false;
   // Bounds of the search.
   int32_t max_tp = 64;
   int32_t max_cp = 16;
