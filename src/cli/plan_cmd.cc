@@ -36,11 +36,12 @@ struct PlanOptions {
   std::string torchtitan_out;
   bool list_models = false;
   // Fixed plan dimensions (0 = search).
-  int32_t tp = 0, pp = 0, dp = 0, cp = 0, ep = 0, vpp = 0, mbs = 0, zero = -1;
+  int32_t tp = 0, pp = 0, dp = 0, cp = 0, ep = 0, etp = 0, vpp = 0, mbs = 0, zero = -1;
   std::string recompute, order;
   // Framework.
   bool no_flash = false, no_tp_overlap = false, no_dp_overlap = false, fp8 = false;
   bool ignore_memory = false;
+  std::string stack = "mcore-2025";
   // Sizing.
   double train_tokens = 0, deadline_days = 0, target_tps = 0;
   int64_t max_gpus = 0;
@@ -87,9 +88,13 @@ Result<perf::Job> MakeJob(const PlanOptions& o) {
   const int64_t tokens = o.global_batch_tokens > 0 ? o.global_batch_tokens : kDefaultBatchTokens;
   job.global_batch =
       o.global_batch > 0 ? o.global_batch : std::max<int64_t>(1, tokens / job.model.seq_len);
-  job.framework.flash_attention = !o.no_flash;
-  job.framework.tp_comm_overlap = !o.no_tp_overlap;
-  job.framework.dp_overlap = !o.no_dp_overlap;
+  Result<perf::Framework> stack = perf::StackProfile(o.stack);
+  if (!stack.ok()) return InvalidArgument("--stack: " + stack.status().message());
+  job.framework = *stack;
+  // The switches turn a profile's features off (or FP8 on).
+  if (o.no_flash) job.framework.flash_attention = false;
+  if (o.no_tp_overlap) job.framework.tp_comm_overlap = false;
+  if (o.no_dp_overlap) job.framework.dp_overlap = false;
   job.framework.fp8 = o.fp8;
   return job;
 }
@@ -110,6 +115,7 @@ perf::SearchOptions MakeSearch(const PlanOptions& o) {
   s.dp = o.dp;
   s.cp = o.cp;
   s.ep = o.ep;
+  s.etp = o.etp;
   s.vpp = o.vpp;
   s.micro_batch = o.mbs;
   s.zero = o.zero;
@@ -199,6 +205,8 @@ void AddFixedOptions(CLI::App* cmd, PlanOptions& o) {
   cmd->add_option("--dp", o.dp, "fix data parallelism")->check(CLI::Range(1, 1 << 24));
   cmd->add_option("--cp", o.cp, "fix context parallelism")->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--ep", o.ep, "fix expert parallelism")->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--etp", o.etp, "fix expert tensor parallelism (1 folds EP over TP x DP)")
+      ->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--vpp", o.vpp, "fix virtual pipeline stages")->check(CLI::Range(1, 1 << 10));
   cmd->add_option("--mbs", o.mbs, "fix the micro-batch size")->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--zero", o.zero, "fix the ZeRO stage (3 = FSDP)")->check(CLI::Range(0, 3));
@@ -257,6 +265,10 @@ void AddPlanCommand(CLI::App& app, int& exit_code) {
                   "write the DeepSpeed config here (plans under DeepSpeed's rules: ZeRO 0-1 with "
                   "pipeline stages, no CP, no interleaving)");
   cmd->add_option("--torchtitan-config", o->torchtitan_out, "write a torchtitan job file (TOML)");
+  cmd->add_option("--stack", o->stack,
+                  "software stack: megatron-2021, deepspeed-pipe, nemo-2024, mcore-2025, "
+                  "torchtitan-fsdp2 (docs/plan.md)")
+      ->capture_default_str();
   cmd->add_flag("--no-flash-attention", o->no_flash, "attention without a fused kernel");
   cmd->add_flag("--no-tp-overlap", o->no_tp_overlap, "TP communication not overlapped");
   cmd->add_flag("--no-dp-overlap", o->no_dp_overlap, "DP communication not overlapped");

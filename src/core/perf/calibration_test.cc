@@ -1,5 +1,7 @@
-// Checks the cost model against 43 published training runs
-// (testdata/perf/published_runs_calibration.csv; see testdata/perf/README.md).
+// Checks the cost model against published training runs (testdata/perf/, see
+// its README.md): the 43 rows of published_runs_calibration.csv, the 38 rows
+// of published_runs_extra.csv (both: the calibration set) and the 12 held-out
+// rows of published_runs_validation.csv (never tuned on; reported apart).
 // For each row the planner evaluates exactly the published plan on the
 // published hardware and predicts tokens/s per GPU; at least 80% of the rows
 // must be within +-15% of the measured figure. The planner's own best plan on
@@ -10,8 +12,10 @@
 // the 2024 Megatron-Core rows); such rows are reported separately.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -27,6 +31,8 @@ namespace unipool::perf {
 namespace {
 
 const char* kCsv = UNIPOOL_SOURCE_DIR "/testdata/perf/published_runs_calibration.csv";
+const char* kExtraCsv = UNIPOOL_SOURCE_DIR "/testdata/perf/published_runs_extra.csv";
+const char* kValidationCsv = UNIPOOL_SOURCE_DIR "/testdata/perf/published_runs_validation.csv";
 
 std::vector<std::vector<std::string>> ReadCsv(const std::string& path) {
   std::ifstream in(path);
@@ -75,6 +81,15 @@ int64_t IntOr(const std::string& s, int64_t def) {
   return used < s.size() && std::isalpha(static_cast<unsigned char>(s[used])) ? def : v;  // "4h"
 }
 
+bool Contains(const std::string& s, const char* p) { return s.find(p) != std::string::npos; }
+
+// The number after `key` in s ("expert ffn 2048" -> 2048), or def.
+int64_t After(const std::string& s, const char* key, int64_t def) {
+  const size_t at = s.find(key);
+  if (at == std::string::npos) return def;
+  return IntOr(s.substr(at + std::strlen(key)), def);
+}
+
 struct Row {
   std::string id;
   Job job;
@@ -82,14 +97,35 @@ struct Row {
   HardwareView hw;
   double measured = 0;  // tokens/s per GPU
   bool assumed = false;
-  bool mbs_stated = true, vpp_stated = true;
+  bool mbs_stated = true, vpp_stated = true, recompute_stated = true, zero_stated = true;
+  std::string kind;  // "dense", "MoE", "FP8", "Blackwell": the calibration class
 };
 
-Row MakeRow(const std::map<std::string, std::string>& c) {
-  Row r;
-  r.id = c.at("id");
-  ModelSpec& m = r.job.model;
+// The software stack each source ran (docs/plan.md, "Software stacks").
+std::string StackOf(const std::string& id) {
+  for (const char* p : {"NAR-", "KOR-"}) {
+    if (StartsWith(id, p)) return "megatron-2021";
+  }
+  for (const char* p : {"BLOOM-", "MTNLG-", "MEGASCALE-T2-MLM", "MEGASCALE-F9-MLM"}) {
+    if (StartsWith(id, p)) return "deepspeed-pipe";
+  }
+  if (StartsWith(id, "TITAN-")) return "torchtitan-fsdp2";
+  for (const char* p : {"OPT-", "MPT-", "DGXC-MAXTEXT"}) {
+    if (StartsWith(id, p)) return "pytorch-fsdp";  // MaxText: JAX FSDP, the closest profile
+  }
+  for (const char* p : {"DGXC-", "NEMO"}) {
+    if (StartsWith(id, p)) return "nemo-2024";
+  }
+  return "mcore-2025";  // MLM-H100, MBR, Llama 3, MegaScale's own, DeepSeek-V3
+}
+
+void ReadShape(const std::map<std::string, std::string>& c, ModelSpec& m) {
   m.name = c.at("model");
+  if (Contains(m.name, "DeepSeek")) {  // MLA: the preset's approximation
+    m = *FindBuiltinModel("deepseek-v3");
+    m.seq_len = IntOr(c.at("seq_len"), m.seq_len);
+    return;
+  }
   m.layers = static_cast<int32_t>(IntOr(c.at("layers"), 0));
   m.hidden = IntOr(c.at("hidden"), 0);
   m.ffn_hidden = IntOr(c.at("ffn_hidden"), 4 * m.hidden);
@@ -97,8 +133,41 @@ Row MakeRow(const std::map<std::string, std::string>& c) {
   m.kv_heads = static_cast<int32_t>(IntOr(c.at("kv_heads"), m.heads));
   m.seq_len = IntOr(c.at("seq_len"), 0);
   m.vocab = IntOr(c.at("vocab"), 0);
-  m.tied_embeddings = true;  // Megatron GPT
-  const bool h100 = StartsWith(c.at("gpu"), "H100");
+  bool gated = false;
+  for (const char* f : {"Llama", "Mixtral", "Qwen", "GPT-OSS", "Grok"})
+    gated |= Contains(m.name, f);
+  m.activation = gated ? FfnActivation::kSwiglu : FfnActivation::kGelu;
+  m.tied_embeddings = !gated;  // Megatron GPT ties them; the Llama family does not
+  const std::string& moe = c.at("moe");
+  m.head_dim = After(moe, "head dim ", 0);
+  if (StartsWith(moe, "moe:")) {
+    m.moe.experts = static_cast<int32_t>(After(moe, "moe: ", 0));
+    m.moe.top_k = static_cast<int32_t>(After(moe, "top-", 1));
+    m.moe.shared_experts = Contains(moe, "shared") ? 1 : 0;
+    m.moe.expert_ffn_hidden = After(moe, "expert ffn ", m.ffn_hidden);
+  }
+}
+
+void ReadHardware(const std::map<std::string, std::string>& c, Row& r) {
+  const std::string& g = c.at("gpu");
+  UniformCluster u;
+  const char* model = StartsWith(g, "A100")    ? "A100-SXM4-80GB"
+                      : StartsWith(g, "GB200") ? "GB200"
+                      : StartsWith(g, "B200")  ? "B200"
+                                               : "H100-SXM";  // H100 variants, H800
+  u.gpu = *FindBuiltinGpuModel(model);
+  if (Contains(g, "96GB")) u.gpu.hbm = Bytes(96'000'000'000);
+  if (StartsWith(g, "GB200")) u.scale_up_gpus = 72;  // NVL72
+  u.gpus = IntOr(c.at("num_gpus"), 0);
+  Result<Topology> topo = Topology::Build(UniformClusterSpec(u));
+  EXPECT_TRUE(topo.ok()) << r.id << ": " << topo.status().ToString();
+  Result<HardwareView> hw = ViewOf(*topo, u.gpus);
+  EXPECT_TRUE(hw.ok()) << r.id << ": " << hw.status().ToString();
+  r.hw = *hw;
+  r.kind = StartsWith(model, "B") || StartsWith(model, "GB") ? "Blackwell" : "dense";
+}
+
+void ReadPlan(const std::map<std::string, std::string>& c, Row& r) {
   Plan& p = r.plan;
   p.tp = static_cast<int32_t>(IntOr(c.at("tp"), 1));
   p.pp = static_cast<int32_t>(IntOr(c.at("pp"), 1));
@@ -109,42 +178,61 @@ Row MakeRow(const std::map<std::string, std::string>& c) {
   p.micro_batch = static_cast<int32_t>(IntOr(c.at("micro_batch"), 1));
   r.mbs_stated = IntOr(c.at("micro_batch"), 0) > 0;
   r.vpp_stated = IntOr(c.at("vpp"), 0) > 0 || p.pp == 1;  // no pipeline, nothing to interleave
-  r.assumed = !r.mbs_stated || !r.vpp_stated || IntOr(c.at("global_batch_seqs"), 0) == 0;
   const std::string& sp = c.at("sp");
-  p.sequence_parallel = StartsWith(sp, "yes") || StartsWith(sp, "likely");
+  p.sequence_parallel = StartsWith(sp, "yes") || StartsWith(sp, "likely") ||
+                        (StartsWith(sp, "not stated") && p.tp > 1);
   const std::string& rc = c.at("recompute");
-  p.recompute = StartsWith(rc, "full")        ? Recompute::kFull
+  // 2021-22 "activation checkpointing" is Megatron's full recomputation.
+  p.recompute = StartsWith(rc, "full") || Contains(rc, "activation checkpointing")
+                    ? Recompute::kFull
                 : StartsWith(rc, "selective") ? Recompute::kSelective
                                               : Recompute::kNone;
+  r.recompute_stated = !StartsWith(rc, "not stated") || Contains(rc, "activation checkpointing") ||
+                       Contains(rc, "no recompute");
   const std::string& zero = c.at("zero");
-  p.zero = zero.find("ZeRO-3") != std::string::npos                  ? 3
-           : zero.find("distributed optimizer") != std::string::npos ? 1
-                                                                     : 0;
-  // Megatron-Core 2024 (the H100 rows): flash attention, TP and DP overlap.
-  // Megatron-LM 2021-22 and DeepSpeed of the time: none of them.
-  r.job.framework.flash_attention = h100;
-  r.job.framework.tp_comm_overlap = h100;
-  r.job.framework.dp_overlap = h100 || p.zero == 3;
+  p.zero = Contains(zero, "distributed optimizer") || Contains(zero, "ZeRO-1")                  ? 1
+           : Contains(zero, "ZeRO-3") || Contains(zero, "FSDP") || Contains(zero, "FULL_SHARD") ? 3
+                                                                                                : 0;
+  r.zero_stated = !Contains(zero, "not stated") && !Contains(zero, "level not");
+  if (!r.zero_stated) p.zero = 1;
   r.job.global_batch = IntOr(c.at("global_batch_seqs"), 0);
-  if (r.job.global_batch == 0) r.job.global_batch = 2240;  // 530B at 2240 GPUs (Table 2)
+  r.assumed = !r.mbs_stated || !r.vpp_stated || !r.recompute_stated || !r.zero_stated ||
+              r.job.global_batch == 0;
+  if (r.job.global_batch == 0) {
+    // 530B at 2240 GPUs (Table 2); OPT: the paper's 2M-token batch, rounded to DP.
+    r.job.global_batch =
+        StartsWith(r.id, "OPT") ? (2'000'000 / r.job.model.seq_len) / p.dp * p.dp : 2240;
+  }
+}
+
+Row MakeRow(const std::map<std::string, std::string>& c) {
+  Row r;
+  r.id = c.at("id");
+  ReadShape(c, r.job.model);
+  ReadHardware(c, r);
+  ReadPlan(c, r);
+  Result<Framework> stack = StackProfile(StackOf(r.id));
+  EXPECT_TRUE(stack.ok());
+  r.job.framework = *stack;
+  r.job.framework.fp8 = StartsWith(c.at("precision"), "fp8");
+  if (StartsWith(r.id, "OPT-")) r.job.framework.flash_attention = false;  // 2022, before FA
+  if (r.job.model.is_moe()) {
+    r.kind = "MoE";
+    // Megatron-Bridge's MoE recipes fold EP over TP x DP with whole experts.
+    if (StartsWith(r.id, "MBR") && r.plan.tp > 1) r.plan.etp = 1;
+  }
+  if (r.job.framework.fp8 && r.kind == "dense") r.kind = "FP8";
   const std::string& tok = c.at("reported_tokens_per_s_per_gpu");
   r.measured = std::stod(tok.empty() ? c.at("derived_tokens_per_s_per_gpu") : tok);
-
-  UniformCluster u;
-  u.gpu = *FindBuiltinGpuModel(h100 ? "H100-SXM" : "A100-SXM4-80GB");
-  u.gpus = IntOr(c.at("num_gpus"), 0);
-  Result<Topology> topo = Topology::Build(UniformClusterSpec(u));
-  EXPECT_TRUE(topo.ok()) << topo.status().ToString();
-  Result<HardwareView> hw = ViewOf(*topo, u.gpus);
-  EXPECT_TRUE(hw.ok()) << hw.status().ToString();
-  r.hw = *hw;
   return r;
 }
 
-// Micro-batch and interleaving a row does not state are the planner's best
-// for the published layout (what the authors would have tuned).
+// Details a row does not state (micro-batch, interleaving, recomputation,
+// ZeRO stage) are the planner's best for the published layout (what the
+// authors would have tuned), memory ignored where the published plan does
+// not fit the memory model.
 void FillUnstated(Row& r) {
-  if (r.mbs_stated && r.vpp_stated) return;
+  if (r.mbs_stated && r.vpp_stated && r.recompute_stated && r.zero_stated) return;
   SearchOptions o;
   o.top_k = 1;
   o.tp = r.plan.tp;
@@ -152,20 +240,25 @@ void FillUnstated(Row& r) {
   o.dp = r.plan.dp;
   o.cp = r.plan.cp;
   o.ep = r.plan.ep;
-  o.zero = r.plan.zero;
-  o.recompute = r.plan.recompute;
+  o.etp = r.plan.etp;
+  if (r.zero_stated) o.zero = r.plan.zero;
+  if (r.recompute_stated) o.recompute = r.plan.recompute;
   o.order = r.plan.order;
   o.sequence_parallel = r.plan.sequence_parallel;
   if (r.mbs_stated) o.micro_batch = r.plan.micro_batch;
   if (r.vpp_stated) o.vpp = r.plan.vpp;
   Result<PlanSearch> s = Search(r.job, r.hw, o);
+  if (!s.ok()) {
+    o.ignore_memory = true;
+    s = Search(r.job, r.hw, o);
+  }
   ASSERT_TRUE(s.ok()) << r.id << ": " << s.status().ToString();
   r.plan = s->top.front().plan;
 }
 
-std::vector<Row> LoadRows() {
+std::vector<Row> LoadRows(const char* path = kCsv) {
   std::vector<Row> rows;
-  const auto csv = ReadCsv(kCsv);
+  const auto csv = ReadCsv(path);
   if (csv.empty()) return rows;
   const std::vector<std::string>& header = csv[0];
   for (size_t i = 1; i < csv.size(); ++i) {
@@ -176,6 +269,51 @@ std::vector<Row> LoadRows() {
   }
   return rows;
 }
+
+struct Tally {
+  int rows = 0, within10 = 0, within15 = 0;
+  std::vector<double> abs_errors;
+  void Add(double err) {
+    ++rows;
+    within10 += std::fabs(err) <= 0.10;
+    within15 += std::fabs(err) <= 0.15;
+    abs_errors.push_back(std::fabs(err));
+  }
+  double Median() {
+    if (abs_errors.empty()) return 0;
+    std::sort(abs_errors.begin(), abs_errors.end());
+    return abs_errors[abs_errors.size() / 2];
+  }
+};
+
+// Evaluates every row on its published plan and prints the table; the tally
+// per calibration class and over all.
+std::map<std::string, Tally> Report(const char* title, const std::vector<Row>& rows) {
+  std::map<std::string, Tally> t;
+  std::printf("%s\n%-28s %10s %10s %8s  %s\n", title, "id", "measured", "predicted", "error",
+              "plan");
+  for (const Row& r : rows) {
+    Result<Estimate> e = Evaluate(r.job, r.hw, r.plan);
+    EXPECT_TRUE(e.ok()) << r.id << ": " << e.status().ToString();
+    if (!e.ok()) continue;
+    const double err = e->tokens_per_s_per_gpu / r.measured - 1;
+    t["all"].Add(err);
+    t[r.kind].Add(err);
+    std::printf("%-28s %10.1f %10.1f %+7.1f%%  %s [%s %s]%s%s\n", r.id.c_str(), r.measured,
+                e->tokens_per_s_per_gpu, err * 100, Describe(r.plan).c_str(),
+                r.job.framework.stack.c_str(), r.kind.c_str(),
+                r.assumed ? " [assumed details]" : "", e->memory.fits() ? "" : " [over memory]");
+  }
+  for (auto& [kind, k] : t) {
+    std::printf("  %-10s %3d rows: %3d within +-10%%, %3d within +-15%%, median |error| %.1f%%\n",
+                kind.c_str(), k.rows, k.within10, k.within15, k.Median() * 100);
+  }
+  return t;
+}
+
+// Floors for CalibrationAndValidationSets: the rows within the bands today.
+constexpr int kCalibrationWithin10 = 49;  // of 81 (docs/plan.md)
+constexpr int kValidationWithin15 = 6;    // of 12
 
 TEST(CalibrationTest, PublishedRunsWithinFifteenPercent) {
   ASSERT_TRUE(std::ifstream(kCsv)) << "no " << kCsv;
@@ -201,6 +339,23 @@ TEST(CalibrationTest, PublishedRunsWithinFifteenPercent) {
   std::printf("within +-15%%: %d of %zu rows (%d of %d with every plan detail stated)\n", within,
               rows.size(), within_stated, stated);
   EXPECT_GE(within * 10, static_cast<int>(rows.size()) * 8);
+}
+
+// The whole calibration set (the 43 rows above and the 38 added) and the
+// 12 held-out rows, by class (dense BF16, FP8, MoE, Blackwell). The floors are
+// what the model reaches today (docs/plan.md has the tables); a change that
+// loses rows fails here.
+TEST(CalibrationTest, CalibrationAndValidationSets) {
+  std::vector<Row> calibration = LoadRows(kCsv);
+  const std::vector<Row> extra = LoadRows(kExtraCsv);
+  ASSERT_EQ(extra.size(), 38u);
+  calibration.insert(calibration.end(), extra.begin(), extra.end());
+  std::map<std::string, Tally> c = Report("calibration set", calibration);
+  const std::vector<Row> validation = LoadRows(kValidationCsv);
+  ASSERT_EQ(validation.size(), 12u);
+  std::map<std::string, Tally> v = Report("validation set (held out)", validation);
+  EXPECT_GE(c["all"].within10, kCalibrationWithin10);
+  EXPECT_GE(v["all"].within15, kValidationWithin15);
 }
 
 TEST(CalibrationTest, BestPlanIsNoSlowerThanPublished) {

@@ -21,6 +21,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/base/status.h"
@@ -109,13 +110,35 @@ GpuEfficiency EfficiencyOf(const GpuModel& gpu);
 // ---- Jobs and plans --------------------------------------------------------
 
 // What the training software does; the defaults describe a current
-// Megatron-Core / Transformer Engine stack.
+// Megatron-Core / Transformer Engine stack ("mcore-2025").
 struct Framework {
-  bool flash_attention = true;  // attention scores never stored; causal half computed
-  bool tp_comm_overlap = true;  // --tp-comm-overlap
-  bool dp_overlap = true;       // --overlap-grad-reduce/--overlap-param-gather, ZeRO overlap_comm
-  bool fp8 = false;             // FP8 GEMMs where the GPU has them
+  std::string stack = "mcore-2025";  // the profile these settings came from (StackProfile)
+  bool flash_attention = true;       // attention scores never stored; causal half computed
+  bool tp_comm_overlap = true;       // --tp-comm-overlap
+  bool dp_overlap = true;  // --overlap-grad-reduce/--overlap-param-gather, ZeRO overlap_comm
+  bool fp8 = false;        // FP8 GEMMs where the GPU has them
+  // ZeRO-3 / FSDP collectives over each node's NICs together (FSDP2's
+  // coalesced all-gathers) rather than each GPU over its own NIC (DeepSpeed
+  // ZeRO-3 of 2021, kZero3NodeAggregation).
+  bool zero3_node_aggregation = kZero3NodeAggregation;
 };
+
+// The software stacks the planner knows, by name:
+//   megatron-2021     Megatron-LM as in Narayanan et al. SC'21 / Korthikanti et al.
+//                     MLSys'23: no fused attention, no TP or DP overlap
+//   deepspeed-pipe    Megatron-DeepSpeed of 2022 (BLOOM, MT-NLG): no fused attention, no
+//                     TP overlap, ZeRO overlap_comm
+//   pytorch-fsdp      PyTorch FSDP1 / FairScale (OPT's metaseq, MosaicML's llm-foundry):
+//                     flat-parameter collectives over the node's NICs, flash attention,
+//                     no TP overlap
+//   nemo-2024         NeMo 2.0 on Megatron-Core 0.8-0.9 (Transformer Engine, flash
+//                     attention, TP userbuffer and DP overlap)
+//   mcore-2025        Megatron-Core 0.12+ / Megatron-Bridge (same switches; the default)
+//   torchtitan-fsdp2  torchtitan: FSDP2 with coalesced collectives, SDPA flash attention,
+//                     no TP communication overlap (async TP off)
+// kInvalidArgument listing the names for an unknown one.
+Result<Framework> StackProfile(std::string_view name);
+const std::vector<std::string>& StackNames();
 
 struct Job {
   ModelSpec model;
@@ -132,6 +155,11 @@ const char* RankOrderName(RankOrder o);
 
 struct Plan {
   int32_t tp = 1, pp = 1, dp = 1, cp = 1, ep = 1;
+  // Expert tensor parallelism; 0 = tp. Megatron-Core's "MoE parallel
+  // folding": the expert layers split the same TP x CP x DP ranks as
+  // ETP x EP x expert-DP, so with etp < tp EP may exceed DP (Qwen3-235B:
+  // TP2 DP16 EP32 ETP1).
+  int32_t etp = 0;
   int32_t vpp = 1;          // virtual (interleaved) stages per pipeline rank
   int32_t micro_batch = 1;  // sequences per micro-batch
   Recompute recompute = Recompute::kNone;
@@ -140,6 +168,9 @@ struct Plan {
   RankOrder order = RankOrder::kTpCpDpPp;
 
   int64_t gpus() const { return int64_t{tp} * pp * dp * cp; }
+  int32_t expert_tp() const { return etp > 0 ? etp : tp; }
+  // Replicas of each expert: TP x CP x DP / (ETP x EP).
+  int64_t expert_dp() const { return int64_t{tp} * cp * dp / (int64_t{expert_tp()} * ep); }
   auto operator<=>(const Plan&) const = default;  // stable order for ties
 };
 // "tp8 pp16 v2 dp64 cp1 ep1 mbs1 zero1 rc=selective sp tp-cp-dp-pp"

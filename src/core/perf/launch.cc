@@ -41,6 +41,9 @@ void Parallelism(const Plan& p, const ModelSpec& m, Args& a) {
   }
   if (p.cp > 1) a.push_back({"--context-parallel-size", std::to_string(p.cp)});
   if (p.ep > 1) a.push_back({"--expert-model-parallel-size", std::to_string(p.ep)});
+  if (p.expert_tp() != p.tp) {
+    a.push_back({"--expert-tensor-parallel-size", std::to_string(p.expert_tp())});
+  }
   if (p.sequence_parallel && p.tp > 1) a.push_back({"--sequence-parallel", ""});
 }
 

@@ -147,28 +147,42 @@ double ModelStateNeed(const SearchState& st, const Plan& p) {
   const double per_gpu_dense =
       (pc.total - pc.expert_ffn * st.job.model.moe.experts * st.job.model.moe_layers()) / p.pp /
       p.tp;
-  const double per_gpu_expert =
-      pc.expert_ffn * st.job.model.moe.experts * st.job.model.moe_layers() / p.pp / p.tp / p.ep;
+  const double per_gpu_expert = pc.expert_ffn * st.job.model.moe.experts *
+                                st.job.model.moe_layers() / p.pp / p.expert_tp() / p.ep;
   const int64_t dp = int64_t{p.dp} * p.cp;
   const double need = ModelState(per_gpu_dense, p.zero, dp).total() +
-                      ModelState(per_gpu_expert, p.zero, dp / p.ep).total() + kRuntimeReserveBytes;
+                      ModelState(per_gpu_expert, p.zero, p.expert_dp()).total() +
+                      kRuntimeReserveBytes;
   return need;
 }
 
 void SearchLayout(SearchState& st, Plan base) {
-  std::vector<int32_t> eps = {1};
+  // (ep, etp): EP carved out of DP with the experts TP-split like the
+  // dense layers (etp = tp), or, for tp > 1, whole experts (etp = 1) with EP
+  // folded over TP x DP (Megatron-Core's parallel folding).
+  std::vector<std::pair<int32_t, int32_t>> eps = {{1, 0}};
   if (st.job.model.is_moe()) {
     eps.clear();
-    for (int32_t ep : Fixed(st.o.ep, PowersOfTwo(st.job.model.moe.experts))) {
-      if (st.job.model.moe.experts % ep == 0 && base.dp % ep == 0) eps.push_back(ep);
+    const ModelSpec& m = st.job.model;
+    std::vector<int32_t> etps = {base.tp};
+    if (base.tp > 1) etps.push_back(1);
+    for (int32_t etp : etps) {
+      if (st.o.etp > 0 && etp != st.o.etp) continue;
+      if (m.moe.expert_ffn_hidden % etp != 0) continue;
+      const int64_t ranks = int64_t{base.tp} * base.cp * base.dp / etp;
+      for (int32_t ep : Fixed(st.o.ep, PowersOfTwo(m.moe.experts))) {
+        const bool carved = etp == base.tp ? base.dp % ep == 0 : ranks % ep == 0 && ep > 1;
+        if (m.moe.experts % ep == 0 && carved) eps.push_back({ep, etp == base.tp ? 0 : etp});
+      }
     }
   }
   std::vector<RankOrder> orders = {RankOrder::kTpCpDpPp};
   if (base.pp > 1 && base.dp > 1) orders.push_back(RankOrder::kTpCpPpDp);
   if (st.o.order) orders = {*st.o.order};
   const bool sharded = int64_t{base.dp} * base.cp > 1;
-  for (int32_t ep : eps) {
+  for (const auto& [ep, etp] : eps) {
     base.ep = ep;
+    base.etp = etp;
     for (RankOrder order : orders) {
       base.order = order;
       for (int32_t zero = 0; zero <= 3; ++zero) {
@@ -275,6 +289,7 @@ std::string PlanDiff(const Plan& from, const Plan& to) {
   if (from.dp != to.dp) add("dp" + std::to_string(to.dp));
   if (from.cp != to.cp) add("cp" + std::to_string(to.cp));
   if (from.ep != to.ep) add("ep" + std::to_string(to.ep));
+  if (from.etp != to.etp) add("etp" + std::to_string(to.expert_tp()));
   if (from.micro_batch != to.micro_batch) add("mbs" + std::to_string(to.micro_batch));
   if (from.zero != to.zero) add("zero" + std::to_string(to.zero));
   if (from.recompute != to.recompute) add(std::string("rc=") + RecomputeName(to.recompute));

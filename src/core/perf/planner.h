@@ -36,7 +36,7 @@ struct SearchOptions {
   int top_k = 5;
   bool explain = false;
   // Fixed choices; 0 (or -1 for zero, nullopt for the enums) = search.
-  int32_t tp = 0, pp = 0, dp = 0, cp = 0, ep = 0, vpp = 0, micro_batch = 0;
+  int32_t tp = 0, pp = 0, dp = 0, cp = 0, ep = 0, etp = 0, vpp = 0, micro_batch = 0;
   int32_t zero = -1;
   std::optional<Recompute> recompute;
   std::optional<RankOrder> order;
