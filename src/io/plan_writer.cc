@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/perf/calibration.h"
 #include "io/summary_writer.h"
 #include "io/table.h"
 
@@ -276,8 +277,26 @@ std::string TorchtitanToml(const perf::LaunchConfig& c) {
   return o.str();
 }
 
+const perf::CalibrationStatus& CalibrationOfReport(const PlanReport& r) {
+  return perf::CalibrationOf(perf::ClassOf(*r.job, r.hw->gpu));
+}
+
+// "calibrated on 65 published runs of its class (dense BF16 on A100/H100):
+// median |error| 7.5%, 80% within +-18.9%"
+std::string CalibrationLine(const perf::CalibrationStatus& c) {
+  if (c.rows == 0) return std::string("no published runs of its class (") + c.name + ")";
+  return std::to_string(c.rows) + " published run" + (c.rows == 1 ? "" : "s") + " of its class (" +
+         c.name + "): median |error| " + Fmt("%.1f%%", c.median_abs_error * 100) +
+         ", 80% within +-" + Fmt("%.1f%%", c.p80_abs_error * 100);
+}
+
 std::vector<std::string> PlanWarnings(const PlanReport& r) {
   std::vector<std::string> w;
+  const perf::CalibrationStatus& cal = CalibrationOfReport(r);
+  if (!cal.calibrated()) {
+    w.push_back("uncalibrated: the prediction was checked on " + CalibrationLine(cal) +
+                "; read the numbers as rough (docs/plan.md, Calibration)");
+  }
   if (r.search->top.empty()) return w;
   const perf::MemoryBreakdown& m = r.search->top.front().estimate.memory;
   if (!m.fits()) {
@@ -291,6 +310,8 @@ std::vector<std::string> PlanWarnings(const PlanReport& r) {
 std::string PlanText(const PlanReport& r) {
   std::ostringstream out;
   Header(r, out);
+  const perf::CalibrationStatus& cal = CalibrationOfReport(r);
+  if (cal.calibrated()) out << "Calibration: " << CalibrationLine(cal) << "\n";
   for (const std::string& w : PlanWarnings(r)) out << "Warning: " << w << "\n";
   if (r.sizing) Sizing(r, out);
   Ranking(r, out);
@@ -316,6 +337,13 @@ std::string PlanJson(const PlanReport& r) {
   j["hardware"] = {
       {"cluster", r.cluster_name}, {"gpus", r.hw->gpus}, {"gpu", r.hw->gpu.name}, {"tiers", tiers}};
   j["global_batch"] = r.job->global_batch;
+  const perf::CalibrationStatus& cal = CalibrationOfReport(r);
+  j["calibration"] = {{"class", cal.name},
+                      {"rows", cal.rows},
+                      {"calibrated", cal.calibrated()},
+                      {"median_abs_error", cal.median_abs_error},
+                      {"p80_abs_error", cal.p80_abs_error},
+                      {"stack", r.job->framework.stack}};
   j["warnings"] = PlanWarnings(r);
   j["search"] = {{"considered", r.search->considered},
                  {"evaluated", r.search->evaluated},

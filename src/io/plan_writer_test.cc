@@ -59,6 +59,34 @@ TEST(PlanWriterTest, JsonHasPlansBreakdownsAndLaunch) {
   EXPECT_EQ(j["launch"].contains("deepspeed_config"), f.launch.deepspeed_ok.ok());
 }
 
+// Issue 16: MoE, Blackwell and FP8 predictions carried no warning in the
+// output; each plan now says how well its class is calibrated.
+TEST(PlanWriterTest, SaysHowWellThePredictionIsCalibrated) {
+  Fixture dense;
+  const json d = json::parse(PlanJson(dense.Report()));
+  EXPECT_EQ(d["calibration"]["class"], "dense BF16 on A100/H100");
+  EXPECT_TRUE(d["calibration"]["calibrated"].get<bool>());
+  EXPECT_GE(d["calibration"]["rows"].get<int>(), 60);
+  EXPECT_NE(PlanText(dense.Report()).find("Calibration: 65 published runs"), std::string::npos);
+  for (const char* preset : {"mixtral-8x7b", "deepseek-v3"}) {
+    perf::Job job{*perf::FindBuiltinModel(preset), 256, {}};
+    perf::UniformCluster u;
+    u.gpu = *FindBuiltinGpuModel("H100-SXM");
+    u.gpus = 256;
+    const perf::HardwareView hw = *perf::ViewOf(*Topology::Build(perf::UniformClusterSpec(u)), 256);
+    perf::SearchOptions o;
+    o.top_k = 1;
+    const perf::PlanSearch s = *perf::Search(job, hw, o);
+    const PlanReport r{&job, &hw, "test", &s, nullptr, nullptr, false};
+    const std::string text = PlanText(r);
+    EXPECT_NE(text.find("Warning: uncalibrated: the prediction was checked on 5 published runs "
+                        "of its class (mixture-of-experts)"),
+              std::string::npos)
+        << preset << "\n"
+        << text;
+  }
+}
+
 TEST(PlanWriterTest, TorchtitanTomlForLlama405b) {
   perf::Job job{*perf::FindBuiltinModel("llama3-405b"), 2048, {}};
   job.framework.fp8 = true;

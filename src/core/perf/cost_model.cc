@@ -113,7 +113,9 @@ Result<Framework> StackProfile(std::string_view name) {
   } else if (name == "torchtitan-fsdp2") {
     f.tp_comm_overlap = false;
     f.zero3_node_aggregation = true;
-  } else if (name != "nemo-2024" && name != "mcore-2025") {
+  } else if (name == "mcore-2025") {
+    f.ep_overlap = true;
+  } else if (name != "nemo-2024") {
     std::string list;
     for (const std::string& n : StackNames()) list += (list.empty() ? "" : ", ") + n;
     return InvalidArgument("unknown software stack '" + std::string(name) + "' (known: " + list +
@@ -401,7 +403,7 @@ struct LayerCost {
   double fwd = 0, bwd = 0, rc = 0;  // compute
   double tp_total = 0, tp_exposed = 0;
   double cp_total = 0, cp_exposed = 0;
-  double ep_total = 0;
+  double ep_total = 0, ep_exposed = 0;
   double gemm_eff = 0;
   int tp_tier = -1, cp_tier = -1, ep_tier = -1;
 };
@@ -447,6 +449,14 @@ double GemmSeconds(const Context& c, double flops, double dim) {
   return flops / (c.peak * GemmEfficiency(c, dim));
 }
 
+// The routed experts' grouped GEMM: many small GEMMs with uneven token counts
+// (kGroupedGemmHalfDim) on the most loaded rank (kMoeLoadImbalance).
+double GroupedGemmSeconds(const Context& c, double flops, double dim) {
+  const double eff =
+      c.eff.gemm_max * dim / (dim + kGroupedGemmHalfDim) * (c.fp8 ? c.eff.fp8_vs_bf16 : 1);
+  return kMoeLoadImbalance * flops / (c.peak * eff);
+}
+
 // Forward GEMM and attention-core seconds of one layer.
 struct ForwardParts {
   double gemm = 0, attention = 0, elementwise = 0, scores_elementwise = 0, gemm_eff = 0;
@@ -472,8 +482,8 @@ ForwardParts LayerForward(const Context& c, bool moe_layer) {
     const double routed_tokens = T * m.moe.top_k * p.ep / m.moe.experts * etp / t;
     const double fe = static_cast<double>(m.moe.expert_ffn_hidden);
     ffn_flops = 2 * T * (m.moe.top_k + m.moe.shared_experts) * pc.expert_ffn / t;
-    f.gemm += GemmSeconds(c, 2 * T * m.moe.top_k * pc.expert_ffn / t,
-                          std::min({routed_tokens, fe / etp, h}));
+    f.gemm += GroupedGemmSeconds(c, 2 * T * m.moe.top_k * pc.expert_ffn / t,
+                                 std::min({routed_tokens, fe / etp, h}));
     f.gemm +=
         GemmSeconds(c, 2 * T * m.moe.shared_experts * pc.expert_ffn / t, std::min({T, fe / t, h}));
     f.gemm += GemmSeconds(c, 2 * T * pc.router_per_layer, std::min(T, h));
@@ -488,6 +498,13 @@ ForwardParts LayerForward(const Context& c, bool moe_layer) {
   const double act = LayerActivationBytes(m, p, moe_layer, flash, Recompute::kNone);
   const double act_sel = LayerActivationBytes(m, p, moe_layer, flash, Recompute::kSelective);
   f.elementwise = kElementwiseTrafficPerActByte * act / c.hbm;
+  if (moe_layer) {
+    // Token permute before dispatch and unpermute after combine: each reads
+    // and writes the top-k copies of this rank's tokens.
+    const bool sp = p.sequence_parallel && p.tp > 1;
+    const double copies = kActBytes * T / (sp ? t : 1) * m.moe.top_k * h;
+    f.elementwise += kPermutePasses * copies / c.hbm;
+  }
   f.scores_elementwise = kElementwiseTrafficPerActByte * (act - act_sel) / c.hbm;
   return f;
 }
@@ -526,8 +543,19 @@ LayerCost CostLayer(const Context& c, bool moe_layer) {
   if (moe_layer && p.ep > 1) {  // dispatch and combine, each pass
     const bool sp = p.sequence_parallel && p.tp > 1;
     const double msg = kActBytes * c.tokens * m.moe.top_k * m.hidden / (sp ? p.tp : 1);
-    const CommCost a2a = CollectiveTime(c.hw, Collective::kAllToAll, ExpertGroup(c), msg);
+    CommCost a2a = CollectiveTime(c.hw, Collective::kAllToAll, ExpertGroup(c), msg);
+    if (a2a.top_tier >= 1 && m.router.group_top_k > 0 && m.router.group_top_k < m.moe.top_k) {
+      // Node-limited routing (DeepSeek-V3 section 2.1.2: a token reaches at most
+      // M = 4 nodes) with node-deduplicated dispatch (DeepEP): a token crosses
+      // the network once per node, not once per expert.
+      a2a = CollectiveTime(c.hw, Collective::kAllToAll, ExpertGroup(c),
+                           msg * m.router.group_top_k / m.moe.top_k);
+    }
     l.ep_total = 2.0 * passes * a2a.seconds;
+    // With EP overlap a forward and a backward micro-batch interleave, so one's
+    // all-to-all runs under the other's compute (kEpOverlapFraction of it).
+    const double hide = fw.ep_overlap ? kEpOverlapFraction * (l.fwd + l.bwd + l.rc) : 0;
+    l.ep_exposed = std::max(0.0, l.ep_total - hide);
     l.ep_tier = a2a.top_tier;
   }
   return l;
@@ -719,7 +747,7 @@ Estimate EvaluateUnchecked(const Job& job, const HardwareView& hw, const Plan& p
   const double compute_mb = fwd_mb + bwd_mb + logits;
   const double rc_mb = sum(&LayerCost::rc);
   const double tp_mb = sum(&LayerCost::tp_exposed), cp_mb = sum(&LayerCost::cp_exposed);
-  const double ep_mb = sum(&LayerCost::ep_total);
+  const double ep_mb = sum(&LayerCost::ep_exposed);
   const double stage_mb = compute_mb + rc_mb + tp_mb + cp_mb + ep_mb + p2p_mb;
 
   // Phase 2: the pipeline schedule.
@@ -747,7 +775,7 @@ Estimate EvaluateUnchecked(const Job& job, const HardwareView& hw, const Plan& p
       std::max(dense.tp_tier, moe.tp_tier));
   set(CommPart::kCp, md * cp_mb, md * sum(&LayerCost::cp_total),
       std::max(dense.cp_tier, moe.cp_tier));
-  set(CommPart::kEp, md * ep_mb, md * ep_mb, moe.ep_tier);
+  set(CommPart::kEp, md * ep_mb, md * sum(&LayerCost::ep_total), moe.ep_tier);
   set(CommPart::kPp, md * p2p_mb, md * p2p_mb, p2p.top_tier);
   set(CommPart::kDpGrad, dp.grad_exposed, dp.grad_total, dp.tier);
   set(CommPart::kDpParam, dp.param_exposed, dp.param_total, dp.tier);

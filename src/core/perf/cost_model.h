@@ -88,6 +88,28 @@ inline constexpr bool kZero3NodeAggregation = false;
 // and the fused kernels read their inputs once. Calibrated.
 inline constexpr double kElementwiseTrafficPerActByte = 1.0;
 
+// Share of the other micro-batch's compute that hides a layer's EP
+// all-to-all with Megatron-Core's EP overlap (--overlap-moe-expert-parallel-comm:
+// the forward of one micro-batch and the backward of another interleave, so
+// one's dispatch/combine runs under the other's attention and experts; the
+// dependencies inside a layer keep part of it exposed). Estimate.
+inline constexpr double kEpOverlapFraction = 0.5;
+
+// MoE layer costs outside the dense-GEMM model. Estimates, in the absence of
+// published kernel profiles:
+//  - kGroupedGemmHalfDim: the routed experts run as one grouped GEMM of many
+//    small per-expert problems with uneven token counts, so tile and wave
+//    quantization bite harder than in one GEMM (twice kGemmHalfDim).
+//  - kMoeLoadImbalance: dropless routing waits for the most loaded EP rank;
+//    with balancing losses (or DeepSeek-V3's bias-based balancing) the
+//    busiest rank carries ~10% more tokens than the mean.
+//  - kPermutePasses: token permute and unpermute (Megatron-Core's
+//    moe_permute_fusion kernels) read and write every routed copy: 4 passes
+//    of the copies' bytes.
+inline constexpr double kGroupedGemmHalfDim = 192;
+inline constexpr double kMoeLoadImbalance = 1.1;
+inline constexpr double kPermutePasses = 4;
+
 // All-to-all: NCCL issues one send/receive pair per peer; each costs about a
 // microsecond of setup on top of the tier latency (nccl-tests alltoall at
 // small sizes). Estimate.
@@ -121,6 +143,9 @@ struct Framework {
   // coalesced all-gathers) rather than each GPU over its own NIC (DeepSpeed
   // ZeRO-3 of 2021, kZero3NodeAggregation).
   bool zero3_node_aggregation = kZero3NodeAggregation;
+  // EP all-to-all overlapped with another micro-batch's compute
+  // (Megatron-Core 0.13+ --overlap-moe-expert-parallel-comm, DeepSeek's DualPipe).
+  bool ep_overlap = false;
 };
 
 // The software stacks the planner knows, by name:
@@ -133,7 +158,8 @@ struct Framework {
 //                     no TP overlap
 //   nemo-2024         NeMo 2.0 on Megatron-Core 0.8-0.9 (Transformer Engine, flash
 //                     attention, TP userbuffer and DP overlap)
-//   mcore-2025        Megatron-Core 0.12+ / Megatron-Bridge (same switches; the default)
+//   mcore-2025        Megatron-Core 0.13+ / Megatron-Bridge: nemo-2024's switches plus the
+//                     EP all-to-all overlap (the default)
 //   torchtitan-fsdp2  torchtitan: FSDP2 with coalesced collectives, SDPA flash attention,
 //                     no TP communication overlap (async TP off)
 // kInvalidArgument listing the names for an unknown one.

@@ -194,6 +194,16 @@ std::vector<ModelSpec> MakeBuiltins() {
   mixtral.moe = {8, 2, 0, 14336, 0};
   mixtral.arch = LlamaStyle(1e6, "mistralai/Mixtral-8x7B-v0.1");
   v.push_back(mixtral);
+  // Qwen3 technical report 2025 (arXiv 2505.09388), Table 2, and the released
+  // config.json: 94 layers, hidden 4096, 64 query / 4 KV heads of 128, 128
+  // experts of width 1536, top-8, no shared expert; RoPE base 1e6.
+  ModelSpec qwen3 =
+      Dense("qwen3-235b-a22b", 94, 4096, 12288, A::kSwiglu, 64, 4, 151936, 4096, false);
+  qwen3.head_dim = 128;
+  qwen3.moe = {128, 8, 0, 1536, 0};
+  qwen3.arch = LlamaStyle(1e6, "Qwen/Qwen3-235B-A22B");
+  qwen3.arch.norm_epsilon = 1e-6;
+  v.push_back(qwen3);
   // DeepSeek-V3 technical report 2024, section 4.2: 61 layers, 1 shared + 256
   // routed experts of width 2048, top-8, first 3 layers dense (width 18432).
   // Multi-head latent attention is approximated by 128 heads of 56 (4h^2

@@ -139,7 +139,7 @@ struct StepFlops {
 StepFlops TrainingFlops(const ModelSpec& m, double sequences, Recompute recompute);
 
 // The built-in presets, sorted by name: gpt3-175b, gpt-1t, llama3-8b,
-// llama3-70b, llama3-405b, mixtral-8x7b, deepseek-v3.
+// llama3-70b, llama3-405b, mixtral-8x7b, qwen3-235b-a22b, deepseek-v3.
 const std::vector<ModelSpec>& BuiltinModels();
 std::optional<ModelSpec> FindBuiltinModel(std::string_view name);
 

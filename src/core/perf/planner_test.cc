@@ -66,6 +66,20 @@ TEST(PlannerTest, InterleavingSearchesEveryVirtualStageCountForUnevenLayers) {
   EXPECT_EQ(step(2), step(1));
 }
 
+// Issue 16: with the all-to-all fully exposed the search dropped expert
+// parallelism on DeepSeek-V3 at 1,024 H100s. With node-limited routing and
+// Megatron-Core's EP overlap modelled, EP stays, for both MoE presets.
+TEST(PlannerTest, KeepsExpertParallelismOnLargeMoeModels) {
+  for (const char* name : {"deepseek-v3", "qwen3-235b-a22b"}) {
+    const Job job{*FindBuiltinModel(name), 8192, {}};
+    SearchOptions o;
+    o.top_k = 3;
+    Result<PlanSearch> r = Search(job, View(1024), o);
+    ASSERT_TRUE(r.ok()) << name << ": " << r.status().ToString();
+    for (const RankedPlan& p : r->top) EXPECT_GT(p.plan.ep, 1) << name << ": " << Describe(p.plan);
+  }
+}
+
 TEST(PlannerTest, Deterministic) {
   const Job job{*FindBuiltinModel("mixtral-8x7b"), 256, {}};
   const HardwareView hw = View(128);
