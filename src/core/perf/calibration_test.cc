@@ -212,7 +212,9 @@ Row MakeRow(const std::map<std::string, std::string>& c) {
   ReadShape(c, r.job.model);
   ReadHardware(c, r);
   ReadPlan(c, r);
-  Result<Framework> stack = StackProfile(StackOf(r.id));
+  // Narayanan et al.'s ZeRO-3 rows are DeepSpeed's ZeRO-3 (with overlap_comm).
+  const bool deepspeed_zero3 = StartsWith(r.id, "NAR-") && r.plan.zero == 3;
+  Result<Framework> stack = StackProfile(deepspeed_zero3 ? "deepspeed-pipe" : StackOf(r.id));
   EXPECT_TRUE(stack.ok());
   r.job.framework = *stack;
   r.job.framework.fp8 = StartsWith(c.at("precision"), "fp8");
@@ -225,10 +227,11 @@ Row MakeRow(const std::map<std::string, std::string>& c) {
   return r;
 }
 
-// Details a row does not state (micro-batch, interleaving, recomputation,
-// ZeRO stage) are the planner's best for the published layout (what the
-// authors would have tuned), memory ignored where the published plan does
-// not fit the memory model.
+// Details a row does not state: micro-batch and interleaving are the
+// planner's best for the published layout (what the authors would have
+// tuned); the ZeRO stage is 1 and, on flash-attention stacks, recomputation
+// none (the frameworks' defaults). Where that does not fit the memory model
+// the run still ran, so it is evaluated over memory.
 void FillUnstated(Row& r) {
   if (r.mbs_stated && r.vpp_stated && r.recompute_stated && r.zero_stated) return;
   SearchOptions o;
@@ -239,8 +242,11 @@ void FillUnstated(Row& r) {
   o.cp = r.plan.cp;
   o.ep = r.plan.ep;
   o.etp = r.plan.etp;
-  if (r.zero_stated) o.zero = r.plan.zero;
-  if (r.recompute_stated) o.recompute = r.plan.recompute;
+  o.zero = r.plan.zero;  // unstated: ZeRO-1, the distributed optimizer (ReadPlan)
+  // An unstated recomputation on a flash-attention stack is none (Megatron-Core's
+  // and NeMo's default); when that does not fit the memory model, the run still
+  // ran, so it is evaluated over memory rather than with recomputation added.
+  if (r.recompute_stated || r.job.framework.flash_attention) o.recompute = r.plan.recompute;
   o.order = r.plan.order;
   o.sequence_parallel = r.plan.sequence_parallel;
   if (r.mbs_stated) o.micro_batch = r.plan.micro_batch;
@@ -319,7 +325,7 @@ std::map<std::string, Tally> Report(const char* title, const std::vector<Row>& r
 }
 
 // Floors for CalibrationAndValidationSets: the rows within the bands today.
-constexpr int kCalibrationWithin10 = 49;  // of 81 (docs/plan.md)
+constexpr int kCalibrationWithin10 = 57;  // of 81 (docs/plan.md)
 constexpr int kValidationWithin15 = 6;    // of 12
 
 TEST(CalibrationTest, PublishedRunsWithinFifteenPercent) {
