@@ -37,7 +37,7 @@ struct PlanOptions {
   bool list_models = false;
   // Fixed plan dimensions (0 = search).
   int32_t tp = 0, pp = 0, dp = 0, cp = 0, ep = 0, etp = 0, vpp = 0, mbs = 0, zero = -1;
-  std::string recompute, order;
+  std::string recompute, order, sequence_parallel;
   // Framework.
   bool no_flash = false, no_tp_overlap = false, no_dp_overlap = false, fp8 = false;
   bool ignore_memory = false;
@@ -124,6 +124,7 @@ perf::SearchOptions MakeSearch(const PlanOptions& o) {
   if (o.recompute == "full") s.recompute = perf::Recompute::kFull;
   if (o.order == "tp-cp-dp-pp") s.order = perf::RankOrder::kTpCpDpPp;
   if (o.order == "tp-cp-pp-dp") s.order = perf::RankOrder::kTpCpPpDp;
+  if (!o.sequence_parallel.empty()) s.sequence_parallel = o.sequence_parallel == "on";
   s.ignore_memory = o.ignore_memory || EveryDimensionFixed(o);
   s.deepspeed = !o.deepspeed_out.empty();  // the config written must be one DeepSpeed runs
   return s;
@@ -212,6 +213,9 @@ void AddFixedOptions(CLI::App* cmd, PlanOptions& o) {
   cmd->add_option("--zero", o.zero, "fix the ZeRO stage (3 = FSDP)")->check(CLI::Range(0, 3));
   cmd->add_option("--recompute", o.recompute, "fix activation recomputation")
       ->check(CLI::IsMember({"none", "selective", "full"}));
+  cmd->add_option("--sequence-parallel", o.sequence_parallel,
+                  "sequence parallelism with TP (default on; BLOOM, OPT and MT-NLG ran without)")
+      ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--order", o.order, "fix the rank order")
       ->check(CLI::IsMember({"tp-cp-dp-pp", "tp-cp-pp-dp"}));
 }

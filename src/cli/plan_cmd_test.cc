@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -134,6 +135,62 @@ TEST(PlanCommandTest, WritesADeepSpeedConfigDeepSpeedRunsAndATorchtitanFile) {
   toml << std::ifstream(tt).rdbuf();
   EXPECT_NE(toml.str().find("flavor = \"405B\""), std::string::npos) << toml.str();
   fs::remove_all(dir);
+}
+
+// Published plans the planner could not express before: Qwen3-235B's EP32
+// over TP2 x DP16 (expert TP 1), and TP without sequence parallelism (BLOOM,
+// OPT, MT-NLG ran so).
+TEST(PlanCommandTest, EvaluatesPublishedPlansWithEveryDimensionFixed) {
+  testing::RunResult r = RunUnipool(
+      {"plan",  "-m", "qwen3-235b-a22b", "-g", "256",         "-b",   "8192", "--fp8", "--tp",  "2",
+       "--pp",  "8",  "--vpp",           "4",  "--cp",        "1",    "--ep", "32",    "--etp", "1",
+       "--mbs", "1",  "--zero",          "1",  "--recompute", "none", "-o",   "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json j = json::parse(r.out);
+  EXPECT_EQ(j["plans"][0]["plan"]["summary"],
+            "tp2 pp8 v4 dp16 cp1 ep32 etp1 mbs1 zero1 rc=none sp tp-cp-dp-pp");
+  EXPECT_FALSE(j["calibration"]["calibrated"].get<bool>());  // MoE
+  const json& args = j["launch"]["megatron_args"];
+  EXPECT_NE(std::find(args.begin(), args.end(), "--expert-tensor-parallel-size"), args.end());
+  r = RunUnipool({"plan",
+                  "-m",
+                  "gpt3-175b",
+                  "-g",
+                  "384",
+                  "--gpu",
+                  "A100-SXM4-80GB",
+                  "-b",
+                  "1536",
+                  "--stack",
+                  "deepspeed-pipe",
+                  "--tp",
+                  "4",
+                  "--pp",
+                  "12",
+                  "--vpp",
+                  "1",
+                  "--cp",
+                  "1",
+                  "--mbs",
+                  "2",
+                  "--zero",
+                  "1",
+                  "--recompute",
+                  "full",
+                  "--sequence-parallel",
+                  "off",
+                  "--order",
+                  "tp-cp-dp-pp",
+                  "-o",
+                  "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  j = json::parse(r.out);
+  EXPECT_EQ(j["plans"][0]["plan"]["summary"],
+            "tp4 pp12 dp8 cp1 ep1 mbs2 zero1 rc=full tp-cp-dp-pp");
+  EXPECT_EQ(j["calibration"]["stack"], "deepspeed-pipe");
+  r = RunUnipool({"plan", "-m", "llama3-8b", "-g", "8", "--stack", "nope"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown software stack 'nope'"), std::string::npos) << r.err;
 }
 
 TEST(PlanCommandTest, SizingChoosesTheGpuCount) {
