@@ -361,7 +361,9 @@ void Agent::Run() {
       }
       run.oom_kills = contain_->OomKills(it->first, run.generation);
       contain_->KillRun(it->first, run.generation);  // what its processes left behind
-      if (fenced_ || FenceCount() > run.fences_at_start) {
+      // Past the deadline the watchdog may be killing the tasks this very
+      // moment, its count not yet seen: that is the fence too.
+      if (fenced_ || FenceCount() > run.fences_at_start || SteadyMs() > FenceDeadline()) {
         // Killed by the fence: tell the server once it is back (it may have
         // moved the job already; then the report is refused and dropped).
         // A disruption, not the job's failure.

@@ -130,20 +130,22 @@ int RunWatchdog(int state_fd, int pipe_fd, const std::string& cgroup_base, const
       fenced = false;
       continue;
     }
-    // Past the deadline: the cgroups at every tick (cheap), the /proc scan
-    // five times a second.
-    KillCgroupTree(cgroup_base, false);
-    if (now - last_scan >= 200) {
-      KillTagged(tag + "/");
-      last_scan = now;
-    }
+    // Past the deadline. The fence is counted before the first kill: the
+    // agent, seeing a task die, must already know the fence killed it (else
+    // it reports the job's failure, not a disruption).
     if (!fenced) {
       fenced = true;
       ++state->fences;
       std::fprintf(stderr,
                    "unipool agent-watchdog: the agent has not renewed its lease for %lld ms past "
-                   "the fence deadline: killed every task\n",
+                   "the fence deadline: killing every task\n",
                    static_cast<long long>(now - deadline));
+    }
+    // The cgroups at every tick (cheap), the /proc scan five times a second.
+    KillCgroupTree(cgroup_base, false);
+    if (now - last_scan >= 200) {
+      KillTagged(tag + "/");
+      last_scan = now;
     }
   }
   // The agent died: nothing else will stop its tasks. Again until two

@@ -143,7 +143,7 @@ bool ApiServer::Call::Int(const char* key, int64_t lo, int64_t hi, int64_t def, 
   const std::string v = req.get_param_value(key);
   if (!io::ParseInt64(v, out) || *out < lo || *out > hi) {
     return Bad(std::string(key) + ": expected an integer in [" + std::to_string(lo) + ", " +
-               std::to_string(hi) + "], got '" + v.substr(0, 40) + "'");
+               std::to_string(hi) + "], got " + io::Quote(v));
   }
   return true;
 }

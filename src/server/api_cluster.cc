@@ -132,7 +132,7 @@ void ApiServer::Watch(Call& c) {
   }
   const std::string kind = c.req.has_param("kind") ? c.req.get_param_value("kind") : "jobs";
   if (kind != "jobs" && kind != "nodes" && kind != "queues") {
-    return (void)c.Bad("kind: expected jobs, nodes or queues, got '" + kind.substr(0, 40) + "'");
+    return (void)c.Bad("kind: expected jobs, nodes or queues, got " + io::Quote(kind));
   }
   int64_t since = 0, timeout = 0;
   if (!c.Int("revision", 0, int64_t{1} << 62, control_.store().revision(), &since) ||

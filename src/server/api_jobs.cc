@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "io/job_policy.h"
+#include "io/quote.h"
 #include "io/yaml_fields.h"
 #include "server/api_call.h"
 #include "server/records.h"
@@ -92,8 +93,8 @@ void ApiServer::ListJobs(Call& c) {
     } else if (io::ParseDuration(since, &ago)) {
       f.since = control_.Now() - ago;
     } else {
-      c.Bad("since: expected a time like 2026-12-01T00:00:00.000Z or a duration like 7d, got '" +
-            since.substr(0, 80) + "'");
+      c.Bad("since: expected a time like 2026-12-01T00:00:00.000Z or a duration like 7d, got " +
+            io::Quote(since));
       return;
     }
     if (f.since.value() <= 0) f.since = Time(1);
@@ -118,7 +119,7 @@ void ApiServer::ListJobs(Call& c) {
     const std::string sel = c.req.get_param_value("label", i);
     const size_t eq = sel.find('=');
     if (eq == std::string::npos || eq == 0) {
-      c.Bad("label: expected key=value, got '" + sel.substr(0, 80) + "'");
+      c.Bad("label: expected key=value, got " + io::Quote(sel));
       return;
     }
     f.labels.emplace_back(sel.substr(0, eq), sel.substr(eq + 1));

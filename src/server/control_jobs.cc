@@ -568,8 +568,8 @@ Status ControlPlane::ApplyReportLocked(JobRecord& job, const std::string& kind,
     MeasureCheckpoint(job, data);
     Write(job, "Checkpointed", "checkpoint written" + (why.empty() ? "" : ": " + why), txn);
   } else {
-    return InvalidArgument("kind: expected succeeded, failed, stopped or checkpoint, got '" + kind +
-                           "'");
+    return InvalidArgument("kind: expected succeeded, failed, stopped or checkpoint, got " +
+                           io::Quote(kind));
   }
   return Status::Ok();
 }
@@ -581,8 +581,8 @@ Status ControlPlane::Report(int64_t id, int64_t generation, const std::string& k
       kind != "stopped" && kind != "checkpoint" && kind != "progress" && kind != "gone") {
     return InvalidArgument(
         "kind: expected succeeded, failed, hung, disrupted, stopped, checkpoint, progress or gone, "
-        "got '" +
-        kind + "'");
+        "got " +
+        io::Quote(kind));
   }
   int64_t rev = 0;
   Status answer = Status::Ok();  // refused, after what the report released

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/sim/young_daly.h"
+#include "io/quote.h"
 #include "server/control.h"
 #include "server/control_internal.h"
 #include "server/records.h"
@@ -61,7 +62,8 @@ Result<NodeRecord> ControlPlane::SetNodeAdmin(const std::string& name, const std
     else if (action == "uncordon")
       n.admin = "";
     else
-      return InvalidArgument("action: expected cordon, drain or uncordon, got '" + action + "'");
+      return InvalidArgument("action: expected cordon, drain or uncordon, got " +
+                             io::Quote(action));
     n.why = action == "uncordon" ? "" : why;
     SetSchedNodeState(n, Now());
     Txn txn;

@@ -389,7 +389,8 @@ Result<sched::QueueSpec> QueueSpecFromJson(const Json& j, const std::string& whe
   if (policy == "fifo") {
     q.policy = sched::QueuePolicy::kFifo;
   } else if (policy != "best-effort") {
-    return InvalidArgument(where + ".policy: expected best-effort or fifo, got '" + policy + "'");
+    return InvalidArgument(where + ".policy: expected best-effort or fifo, got " +
+                           io::Quote(policy));
   }
   std::string order = sched::QueueOrderName(q.order);
   UNIPOOL_RETURN_IF_ERROR(str("order", &order));

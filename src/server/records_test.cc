@@ -41,5 +41,15 @@ TEST(QueueRecordTest, NoOrderIsSubmissionOrderAndABadOneIsNamed) {
   EXPECT_EQ(bad.status().message(), "/queues/a.order: expected submission, sjf or las, got 'sjf2'");
 }
 
+// Found by the records fuzzer: a policy with a line break in it made a
+// two-line error.
+TEST(QueueRecordTest, ABadPolicyIsQuotedOnOneLine) {
+  Result<sched::QueueSpec> bad =
+      QueueSpecFromJson(Json{{"name", "a"}, {"policy", "best-effouar\ntWWWWrt"}}, "/queues/a");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "/queues/a.policy: expected best-effort or fifo, got 'best-effouar\\ntWWWWrt'");
+}
+
 }  // namespace
 }  // namespace unipool::server
