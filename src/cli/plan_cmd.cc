@@ -269,9 +269,9 @@ void AddPlanCommand(CLI::App& app, int& exit_code) {
                   "write the DeepSpeed config here (plans under DeepSpeed's rules: ZeRO 0-1 with "
                   "pipeline stages, no CP, no interleaving)");
   cmd->add_option("--torchtitan-config", o->torchtitan_out, "write a torchtitan job file (TOML)");
-  cmd->add_option("--stack", o->stack,
-                  "software stack: megatron-2021, deepspeed-pipe, nemo-2024, mcore-2025, "
-                  "torchtitan-fsdp2 (docs/plan.md)")
+  std::string stacks;
+  for (const std::string& n : perf::StackNames()) stacks += (stacks.empty() ? "" : ", ") + n;
+  cmd->add_option("--stack", o->stack, "software stack: " + stacks + " (docs/plan.md)")
       ->capture_default_str();
   cmd->add_flag("--no-flash-attention", o->no_flash, "attention without a fused kernel");
   cmd->add_flag("--no-tp-overlap", o->no_tp_overlap, "TP communication not overlapped");

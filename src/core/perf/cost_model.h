@@ -28,6 +28,7 @@
 #include "core/base/units.h"
 #include "core/perf/hardware.h"
 #include "core/perf/model.h"
+#include "core/perf/stack.h"
 
 namespace unipool::perf {
 
@@ -76,13 +77,6 @@ inline constexpr double kDpOverlapFraction = 0.85;
 // Extra attention-core work of FlashAttention's backward pass relative to its
 // forward (Dao 2023, FlashAttention-2: backward ~2.5x forward FLOPs).
 inline constexpr double kFlashBackwardFactor = 2.5;
-// ZeRO-3 / FSDP gather and scatter each parameter's partitions separately,
-// interleaved with compute on a side stream. The measured DeepSpeed ZeRO-3
-// runs (Narayanan et al. SC'21, Table 2: 175B and 530B on 384-2240 A100s)
-// are reproduced when each GPU moves its share over its own NIC only, not
-// the node's NICs together as one NCCL ring does; we model it that way
-// (conservative for newer FSDP2 with coalesced collectives).
-inline constexpr bool kZero3NodeAggregation = false;
 // Element-wise HBM traffic per byte of stored activation (Korthikanti et al.
 // count): each stored tensor is written once and read back in the backward,
 // and the fused kernels read their inputs once. Calibrated.
@@ -120,51 +114,7 @@ inline constexpr double kAllToAllPerPeerS = 1e-6;
 inline constexpr double kLogitActivationBytes = 4;
 inline constexpr double kLossTrafficBytesPerLogit = 12;
 
-// Per-GPU-model compute efficiencies (fraction of dense peak). See
-// GpuEfficiency() in cost_model.cc for the table and its sources.
-struct GpuEfficiency {
-  double gemm_max = 0.7;      // large bf16 GEMMs
-  double attention = 0.5;     // FlashAttention-style fused attention
-  double fp8_vs_bf16 = 0.75;  // FP8 GEMM efficiency relative to bf16's
-};
-GpuEfficiency EfficiencyOf(const GpuModel& gpu);
-
 // ---- Jobs and plans --------------------------------------------------------
-
-// What the training software does; the defaults describe a current
-// Megatron-Core / Transformer Engine stack ("mcore-2025").
-struct Framework {
-  std::string stack = "mcore-2025";  // the profile these settings came from (StackProfile)
-  bool flash_attention = true;       // attention scores never stored; causal half computed
-  bool tp_comm_overlap = true;       // --tp-comm-overlap
-  bool dp_overlap = true;  // --overlap-grad-reduce/--overlap-param-gather, ZeRO overlap_comm
-  bool fp8 = false;        // FP8 GEMMs where the GPU has them
-  // ZeRO-3 / FSDP collectives over each node's NICs together (FSDP2's
-  // coalesced all-gathers) rather than each GPU over its own NIC (DeepSpeed
-  // ZeRO-3 of 2021, kZero3NodeAggregation).
-  bool zero3_node_aggregation = kZero3NodeAggregation;
-  // EP all-to-all overlapped with another micro-batch's compute
-  // (Megatron-Core 0.13+ --overlap-moe-expert-parallel-comm, DeepSeek's DualPipe).
-  bool ep_overlap = false;
-};
-
-// The software stacks the planner knows, by name:
-//   megatron-2021     Megatron-LM as in Narayanan et al. SC'21 / Korthikanti et al.
-//                     MLSys'23: no fused attention, no TP or DP overlap
-//   deepspeed-pipe    Megatron-DeepSpeed of 2022 (BLOOM, MT-NLG): no fused attention, no
-//                     TP overlap, ZeRO overlap_comm
-//   pytorch-fsdp      PyTorch FSDP1 / FairScale (OPT's metaseq, MosaicML's llm-foundry):
-//                     flat-parameter collectives over the node's NICs, flash attention,
-//                     no TP overlap
-//   nemo-2024         NeMo 2.0 on Megatron-Core 0.8-0.9 (Transformer Engine, flash
-//                     attention, TP userbuffer and DP overlap)
-//   mcore-2025        Megatron-Core 0.13+ / Megatron-Bridge: nemo-2024's switches plus the
-//                     EP all-to-all overlap (the default)
-//   torchtitan-fsdp2  torchtitan: FSDP2 with coalesced collectives, SDPA flash attention,
-//                     no TP communication overlap (async TP off)
-// kInvalidArgument listing the names for an unknown one.
-Result<Framework> StackProfile(std::string_view name);
-const std::vector<std::string>& StackNames();
 
 struct Job {
   ModelSpec model;
