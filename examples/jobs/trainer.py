@@ -5,7 +5,15 @@ progress reports of a real one, in a fraction of a second per step.
 Each rank counts steps; rank 0 writes a checkpoint (step and a running
 "loss") every --checkpoint-every steps and on SIGTERM, then resumes from the
 newest one after a restart. Progress goes to $UNIPOOL_REPORT_FILE as JSON
-lines. At the end rank 0 writes done.json with the final step.
+lines, each rank's with its step, data-loading and communication time (the
+platform's straggler watch). At the end rank 0 writes done.json with the
+final step.
+
+Troubles to reproduce, for tests and for `unipool diagnose`:
+  --slow-node N     local rank 0 on node N is --slow-factor times slower
+                    (--slow-data: its extra time is spent loading data)
+  --nan-at-step S   the loss is NaN from step S on
+  --oom-at-step S   allocate host memory until it runs out at step S
 """
 import argparse
 import json
@@ -19,6 +27,13 @@ parser.add_argument("--steps", type=int, default=100)
 parser.add_argument("--checkpoint-every", type=int, default=10)
 parser.add_argument("--step-time", type=float, default=0.05)
 parser.add_argument("--fail-at-step", type=int, default=-1, help="exit 1 at this step (tests)")
+parser.add_argument("--slow-node", default="", help="local rank 0 on this node is slow")
+parser.add_argument("--slow-factor", type=float, default=3.0)
+parser.add_argument("--slow-data", action="store_true", help="the slow rank waits on data")
+parser.add_argument("--nan-at-step", type=int, default=-1)
+parser.add_argument("--oom-at-step", type=int, default=-1)
+parser.add_argument("--memory-limit-mb", type=int, default=256,
+                    help="the address-space limit --oom-at-step runs into")
 args = parser.parse_args()
 
 rank = int(os.environ["RANK"])
@@ -79,17 +94,44 @@ print(f"rank {rank}/{world} on {os.environ.get('UNIPOOL_NODE')} starts at step {
       f"(restart {os.environ.get('UNIPOOL_RESTART_COUNT')}, master "
       f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
       f"{f', checkpoint interval {every_s:.0f} s' if every_s > 0 else ''})", flush=True)
+slow = (args.slow_node and os.environ.get("UNIPOOL_NODE") == args.slow_node
+        and os.environ.get("LOCAL_RANK", "0") == "0")
+
+
+def oom():
+    import resource
+    limit = args.memory_limit_mb << 20
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    hoard = []
+    while True:  # MemoryError, as a data loader that keeps too much would
+        hoard.append(bytearray(16 << 20))
+
+
 while step < args.steps:
     if stop:
         save(step)
         print(f"rank {rank}: SIGTERM at step {step}; checkpoint written, exiting", flush=True)
         sys.exit(0)
+    began = time.monotonic()
+    data_s = 0.0
+    if slow:
+        extra = args.step_time * (args.slow_factor - 1)
+        time.sleep(extra)
+        if args.slow_data:
+            data_s = extra
     time.sleep(args.step_time)
     step += 1
+    if step == args.oom_at_step:
+        oom()
     if step == args.fail_at_step and os.environ.get("UNIPOOL_RESTART_COUNT") == "0":
         print(f"rank {rank}: failing at step {step} as asked", flush=True)
         sys.exit(1)
-    report({"step": step, "loss": round(10.0 / (1 + step), 4), "throughput": round(1 / args.step_time, 1)})
+    loss = float("nan") if 0 <= args.nan_at_step <= step else round(10.0 / (1 + step), 4)
+    if loss != loss and step == args.nan_at_step:
+        print(f"rank {rank}: loss is nan at step {step}", flush=True)
+    report({"step": step, "loss": loss, "throughput": round(1 / args.step_time, 1),
+            "stepSeconds": round(time.monotonic() - began, 6), "dataSeconds": round(data_s, 6),
+            "commSeconds": 0.0})
     if step % args.checkpoint_every == 0 or (
             every_s > 0 and time.monotonic() - last_save >= every_s):
         save(step)

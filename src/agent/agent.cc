@@ -21,6 +21,7 @@
 #include "agent/checkpoint_size.h"
 #include "agent/gpu_metrics.h"
 #include "agent/steady_clock.h"
+#include "io/report_line.h"
 #include "io/yaml_fields.h"
 
 namespace unipool::agent {
@@ -648,31 +649,33 @@ Json Agent::MeasuredCheckpoint(const Json& reported, LocalRun& run) {
 }
 
 // Reads new lines of the run's report files; forwards progress (at most
-// once a second) and rank 0's checkpoints.
+// once a second), rank 0's checkpoints, and every rank's step signals
+// (their means since the last send, once a second).
 void Agent::ForwardReports(int64_t job, LocalRun& run) {
-  for (auto& [path, offset] : run.reports) {
-    std::ifstream in(path);
+  for (ReportFile& file : run.reports) {
+    std::ifstream in(file.path);
     if (!in) continue;
-    in.seekg(offset);
+    in.seekg(file.offset);
     std::string line;
     while (std::getline(in, line)) {
       if (in.eof()) break;  // a partial line: read it next time
-      offset += static_cast<int64_t>(line.size()) + 1;
-      const Json j = Json::parse(line, nullptr, false);
+      file.offset += static_cast<int64_t>(line.size()) + 1;
+      const Json j = io::ParseReportLine(line);
       if (!j.is_object()) continue;
       if (j.contains("checkpoint")) {
         const Json& c = j["checkpoint"];
         const int64_t step = c.is_object() && c.contains("step") && c["step"].is_number_integer()
                                  ? c["step"].get<int64_t>()
                                  : -1;
-        if (path == run.report0 && step != run.last_checkpoint_step) {
+        if (file.path == run.report0 && step != run.last_checkpoint_step) {
           run.last_checkpoint_step = step;
           Report(job, run.generation, "checkpoint", "step " + std::to_string(step),
                  MeasuredCheckpoint(c, run));
         }
         continue;
       }
-      if (path == run.report0 || run.report0.empty()) {
+      AddSignals(file, j);
+      if (file.path == run.report0 || run.report0.empty()) {
         run.progress = j;
         run.last_progress = j;
         if (j.contains("step") && j["step"].is_number_integer() &&
@@ -688,6 +691,40 @@ void Agent::ForwardReports(int64_t job, LocalRun& run) {
     run.progress = Json();
     run.progress_sent_ms = SteadyMs();
   }
+  if (SteadyMs() - run.signals_sent_ms >= 1000) SendSignals(job, run);
+}
+
+// A line's step signals add to its rank's sums (a line for a step already
+// counted is ignored: a process restarted within the run).
+void Agent::AddSignals(ReportFile& file, const Json& line) {
+  const std::optional<train::RankSample> s = io::RankSignals(line, file.rank);
+  if (!s || s->step <= file.step) return;
+  file.rank = s->rank;
+  file.step = s->step;
+  file.steps += 1;
+  file.step_s += s->step_time.value() / 1e9;
+  file.data_s += s->data_time.value() / 1e9;
+  file.comm_s += s->comm_time.value() / 1e9;
+}
+
+// One "signals" report: each rank's mean step, data and communication
+// time over the steps since the last one.
+void Agent::SendSignals(int64_t job, LocalRun& run) {
+  Json ranks = Json::array();
+  for (ReportFile& f : run.reports) {
+    if (f.steps == 0) continue;
+    ranks.push_back({{"rank", f.rank},
+                     {"node", options_.node},
+                     {"step", f.step},
+                     {"steps", f.steps},
+                     {"stepSeconds", f.step_s / f.steps},
+                     {"dataSeconds", f.data_s / f.steps},
+                     {"commSeconds", f.comm_s / f.steps}});
+    f.steps = 0;
+    f.step_s = f.data_s = f.comm_s = 0;
+  }
+  run.signals_sent_ms = SteadyMs();
+  if (!ranks.empty()) Report(job, run.generation, "signals", "", Json{{"ranks", ranks}});
 }
 
 // Every 10 s: finished runs' files past the retention or the node's budget

@@ -32,11 +32,14 @@
 // takes them (RetryReports).
 //
 // Progress: each process may append JSON lines to $UNIPOOL_REPORT_FILE:
-//   {"step": 120, "loss": 2.31, "throughput": 5400, "gradNorm": 0.8}
+//   {"step": 120, "loss": 2.31, "throughput": 5400, "gradNorm": 0.8,
+//    "stepSeconds": 0.31, "dataSeconds": 0.02, "commSeconds": 0.08}
 //   {"checkpoint": {"step": 100, "path": "...", "seconds": 4.2, "bytes": 1234}}
-// The agent forwards the latest progress (at most once a second) and every
-// checkpoint of global rank 0, measuring its bytes on disk when the job
-// gives its path but not its size (checkpoint_size.h).
+// (io/report_line.h). The agent forwards the latest progress (at most once
+// a second) and every checkpoint of global rank 0, measuring its bytes on
+// disk when the job gives its path but not its size (checkpoint_size.h);
+// and, once a second, every rank's mean step/data/communication time since
+// the last ("signals": the server's straggler watch).
 #pragma once
 
 #include <atomic>
@@ -120,6 +123,8 @@ int DiscoverGpus();
 // --format=csv,noheader`.
 std::string GpuHealthFrom(int exit_code, const std::string& csv);
 
+struct ReportFile;  // agent_internal.h
+
 class Agent {
  public:
   Agent(AgentOptions options, server::Logger& log);
@@ -180,6 +185,8 @@ class Agent {
   void StartRun(const Json& a);
   void Finish(int64_t job, LocalRun& run);
   void ForwardReports(int64_t job, LocalRun& run);
+  void AddSignals(ReportFile& file, const Json& line);
+  void SendSignals(int64_t job, LocalRun& run);
   Json MeasuredCheckpoint(const Json& reported, LocalRun& run);
   // True when the server answered (whatever it said).
   bool Report(int64_t job, int64_t generation, const std::string& kind, const std::string& msg,

@@ -11,6 +11,17 @@
 
 namespace unipool::agent {
 
+// One process's report file ($UNIPOOL_REPORT_FILE), how far it was read,
+// and its per-rank signals since they were last sent (sums over `steps`).
+struct ReportFile {
+  std::string path;
+  int64_t offset = 0;
+  int32_t rank = 0;
+  int64_t step = -1;  // the last step it reported signals for
+  int32_t steps = 0;
+  double step_s = 0, data_s = 0, comm_s = 0;
+};
+
 // One job run on this node.
 struct Agent::LocalRun {
   int64_t generation = 0;
@@ -21,9 +32,10 @@ struct Agent::LocalRun {
   std::string dir;
   Workplace place;  // who its processes are, where they work
   ProcessGroup run;
-  std::vector<std::pair<std::string, int64_t>> reports;  // report file, bytes read
-  std::string report0;                                   // global rank 0's report file
-  Json progress;                                         // the progress not yet sent
+  std::vector<ReportFile> reports;
+  std::string report0;  // global rank 0's report file
+  Json progress;        // the progress not yet sent
+  int64_t signals_sent_ms = 0;
   Json last_progress;  // the last progress rank 0 reported (sent with the final report)
   int64_t progress_sent_ms = 0;
   int64_t last_checkpoint_step = -1;

@@ -296,7 +296,7 @@ Result<std::vector<ProcessSpec>> Agent::Processes(const Json& a, LocalRun& run) 
       if (!run.place.image.empty()) {
         UNIPOOL_RETURN_IF_ERROR(Containerize(run.place, run.dir, slot.gpus, report, &p));
       }
-      run.reports.emplace_back(report, 0);
+      run.reports.push_back(ReportFile{report, 0, p.rank});
       if (p.rank == 0) run.report0 = report;
       if (p.rank == 0) run.rank0 = true;
       out.push_back(std::move(p));
@@ -365,7 +365,8 @@ Status Agent::PrepareRunDir(const LocalRun& run) const {
       return Unavailable("cannot create " + dir + ": " + std::strerror(errno));
     }
   }
-  for (const auto& [report, offset] : run.reports) {
+  for (const ReportFile& file : run.reports) {
+    const std::string& report = file.path;
     const int fd = open(report.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) return Unavailable("cannot create " + report + ": " + std::strerror(errno));
     const bool given =

@@ -260,6 +260,20 @@ class AgentE2eTest : public ::testing::Test {
     std::cerr << server_.Call("GET", "/v1/jobs/" + std::to_string(id) + "/events", "admin").body
               << "\n";
   }
+  // The job's first event of `type`, waited for up to `seconds`; null (and
+  // a failure) when none came.
+  Json WaitEvent(int64_t id, const std::string& type, int seconds) {
+    const std::string path = "/v1/jobs/" + std::to_string(id) + "/events";
+    for (int i = 0; i < seconds * 20; ++i) {
+      for (const Json& e : server_.Call("GET", path, "admin").json()["items"]) {
+        if (e["type"] == type) return e;
+      }
+      std::this_thread::sleep_for(50ms);
+    }
+    ADD_FAILURE() << "job " << id << ": no " << type
+                  << " event: " << server_.Call("GET", path, "admin").body;
+    return Json();
+  }
   std::vector<std::string> EventTypes(int64_t id) {
     std::vector<std::string> out;
     Json ev = server_.Call("GET", "/v1/jobs/" + std::to_string(id) + "/events", "admin").json();

@@ -120,6 +120,10 @@ struct JobRequest {
   // 0 = off. A run whose reported step stops advancing this long is hung:
   // restarted like a failure (the agent that watches rank 0 says so).
   Duration progress_timeout;
+  // What a straggler rank (core/train/signals.h) does to the job: "warn"
+  // (an event and a metric) or "replace" (its node is cordoned and the gang
+  // restarts from its checkpoint without it, as a disruption).
+  std::string on_straggler = "warn";
   LaunchMode launch = LaunchMode::kPerGpu;
   std::string image;        // recorded; ignored without a container runtime
   std::string source_kind;  // "unipool/v1 Job", "v1 Pod", "batch/v1 Job", ...

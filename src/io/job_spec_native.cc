@@ -3,6 +3,7 @@
 #include <set>
 
 #include "io/job_spec_rules.h"
+#include "io/quote.h"
 #include "io/yaml_fields.h"
 
 namespace unipool::io::spec_internal {
@@ -185,6 +186,11 @@ Status ReadNativePlacement(const Fields& f, JobRequest* job) {
   UNIPOOL_RETURN_IF_ERROR(ReadFieldString(f, "partition", &job->partition));
   UNIPOOL_RETURN_IF_ERROR(ReadFieldString(f, "dataLocality", &job->data_locality));
   UNIPOOL_RETURN_IF_ERROR(f.Dur("progressTimeout", &job->progress_timeout));
+  UNIPOOL_RETURN_IF_ERROR(ReadFieldString(f, "onStraggler", &job->on_straggler));
+  if (job->on_straggler != "warn" && job->on_straggler != "replace") {
+    return InvalidArgument(f.PathOf("onStraggler") + ": expected warn or replace, got " +
+                           Quote(job->on_straggler));
+  }
   return f.Dur("timeLimit", &job->time_limit);
 }
 
@@ -243,7 +249,7 @@ Status ReadNativeSpec(const YAML::Node& n, JobRequest* job) {
                   "placement", "elastic",      "launch",        "queue",      "priorityClassName",
                   "priority",  "preemptible",  "restartPolicy", "checkpoint", "topology",
                   "partition", "dataLocality", "volumes",       "timeLimit",  "progressTimeout",
-                  "resources"});
+                  "resources", "onStraggler"});
   if (!f.ok()) return f.status();
   UNIPOOL_RETURN_IF_ERROR(ReadNativeProcess(*f, job));
   UNIPOOL_RETURN_IF_ERROR(ReadNativeShape(*f, job));

@@ -245,6 +245,10 @@ Status ReadStoredScheduling(const JsonFields& f, JobRequest* r) {
   UNIPOOL_RETURN_IF_ERROR(f.String("partition", &r->partition));
   UNIPOOL_RETURN_IF_ERROR(f.String("dataLocality", &r->data_locality));
   UNIPOOL_RETURN_IF_ERROR(f.Nanos("progressTimeoutNs", &r->progress_timeout));
+  if (f.Get("onStraggler")) UNIPOOL_RETURN_IF_ERROR(f.String("onStraggler", &r->on_straggler));
+  if (r->on_straggler != "warn" && r->on_straggler != "replace") {
+    return Stored("onStraggler", "expected warn or replace, got " + Quote(r->on_straggler));
+  }
   return f.Nanos("timeLimitNs", &r->time_limit);
 }
 
@@ -288,16 +292,25 @@ Status CheckStored(const JobRequest& r) {
 }
 
 Result<JobRequest> FromJson(const json& j) {
-  Result<JsonFields> f = JsonFields::Of(
-      j, "", {"name",       "labels",           "command",       "args",
-              "env",        "secretEnv",        "secretRefs",    "workingDir",
-              "gpus",       "gpusPerNode",      "gpusPerTask",   "nodes",
-              "exclusive",  "placement",        "shapeVersion",  "limits",
-              "queue",      "priorityClass",    "priority",      "preemptible",
-              "minGpus",    "restart",          "checkpointDir", "checkpointIntervalNs",
-              "within",     "partition",        "dataLocality",  "volumes",
-              "mounts",     "timeLimitNs",      "launch",        "image",
-              "sourceKind", "progressTimeoutNs", "prefer", "maxWaitNs"});
+  Result<JsonFields> f = JsonFields::Of(j, "", {"name",          "labels",
+                                                "command",       "args",
+                                                "env",           "secretEnv",
+                                                "secretRefs",    "workingDir",
+                                                "gpus",          "gpusPerNode",
+                                                "gpusPerTask",   "nodes",
+                                                "exclusive",     "placement",
+                                                "shapeVersion",  "limits",
+                                                "queue",         "priorityClass",
+                                                "priority",      "preemptible",
+                                                "minGpus",       "restart",
+                                                "checkpointDir", "checkpointIntervalNs",
+                                                "within",        "partition",
+                                                "dataLocality",  "volumes",
+                                                "mounts",        "timeLimitNs",
+                                                "launch",        "image",
+                                                "sourceKind",    "progressTimeoutNs",
+                                                "prefer",        "maxWaitNs",
+                                                "onStraggler"});
   if (!f.ok()) return f.status();
   JobRequest r;
   UNIPOOL_RETURN_IF_ERROR(ReadStoredProcess(*f, &r));
@@ -370,6 +383,7 @@ nlohmann::json JobRequestToJson(const JobRequest& r) {
       {"mounts", spec_internal::MountsToJson(r.mounts)},
       {"timeLimitNs", r.time_limit.value()},
       {"progressTimeoutNs", r.progress_timeout.value()},
+      {"onStraggler", r.on_straggler},
       {"launch", LaunchModeName(r.launch)},
       {"image", r.image},
       {"sourceKind", r.source_kind},

@@ -32,6 +32,7 @@
 
 #include "core/sched/scheduler.h"
 #include "core/topology/topology.h"
+#include "core/train/signals.h"
 #include "io/job_spec.h"
 #include "server/gpu_sample.h"
 #include "server/log.h"
@@ -332,7 +333,7 @@ class ControlPlane {
 
   // ---- Reports from agents ------------------------------------------------
   // kind: succeeded | failed | hung | disrupted | stopped | checkpoint |
-  // progress | gone. `generation` must be the job's current run (stale
+  // progress | signals | gone. `generation` must be the job's current run (stale
   // reports are refused: kFailedPrecondition), except for "gone": `node`'s
   // processes of the job's runs up to `generation` are dead. Any final
   // report or "gone" from a node the job's next run waits for
@@ -496,6 +497,14 @@ class ControlPlane {
   Status Finish(JobRecord& job, JobState state, const std::string& type, const std::string& message,
                 store::Txn& txn);
   void ApplyDecision(const sched::Decision& d, Time now, store::Txn& txn);
+  // Training signals (control_signals.cc). REQUIRES: mu_. A "signals"
+  // report's ranks and a progress report's loss and gradient norm feed the
+  // job's window; each finding becomes an event and a counted metric, and
+  // a straggler of a job with onStraggler: replace moves it off its node.
+  void SignalsLocked(JobRecord& job, const std::string& data, Time now, store::Txn& txn);
+  void LossLocked(JobRecord& job, const std::string& progress, Time now, store::Txn& txn);
+  train::SignalWindow& WindowLocked(const JobRecord& job);
+  void ActOnFinding(JobRecord& job, const train::Finding& f, Time now, store::Txn& txn);
   void StopHeldRun(JobRecord& job, const sched::PreemptJob& x, Time now, store::Txn& txn);
   void ExpireLeases(Time now, store::Txn& txn);
   // The job's own failure, reported from `node` ("" when none): restarted
@@ -583,6 +592,11 @@ class ControlPlane {
   bool outage_ = false;                 // MostNodesSilent at the last reconcile
   std::atomic<int64_t> live_nodes_{0};  // counted by MostNodesSilent
   std::set<int64_t> peer_failures_;     // jobs with a peer_failure_generation
+  struct JobSignals {
+    int64_t generation = 0;
+    train::SignalWindow window;
+  };
+  std::map<int64_t, JobSignals> signals_;  // running jobs' training signals (memory only)
   std::set<int64_t> clearing_;          // active jobs with a non-empty JobRecord::clearing
   std::unique_ptr<sched::Scheduler> sched_;
   std::map<int64_t, JobRecord> jobs_;

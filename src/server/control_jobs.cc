@@ -312,6 +312,7 @@ Status ControlPlane::Finish(JobRecord& job, JobState state, const std::string& t
   AccountRun(job, job.finished);
   job.clearing.clear();  // it runs no more: nothing waits
   Deactivate(job);
+  signals_.erase(job.id);
   Write(job, type, message, txn);
   metrics_.Add("unipool_jobs_finished_total",
                {{"queue", job.request.queue}, {"state", JobStateName(state)}});
@@ -482,6 +483,11 @@ Status ControlPlane::ApplyReportLocked(JobRecord& job, const std::string& kind,
     job.progress = data;  // memory only: the next write of the record keeps it
     RecordProgress(job.id, now, data);
     MeasureStartUp(job, now);
+    LossLocked(job, data, now, txn);
+    return Status::Ok();
+  }
+  if (kind == "signals") {
+    SignalsLocked(job, data, now, txn);
     return Status::Ok();
   }
   dirty_ = true;
@@ -578,10 +584,11 @@ Status ControlPlane::Report(int64_t id, int64_t generation, const std::string& k
                             const std::string& why, const std::string& data,
                             const std::string& node) {
   if (kind != "succeeded" && kind != "failed" && kind != "hung" && kind != "disrupted" &&
-      kind != "stopped" && kind != "checkpoint" && kind != "progress" && kind != "gone") {
+      kind != "stopped" && kind != "checkpoint" && kind != "progress" && kind != "signals" &&
+      kind != "gone") {
     return InvalidArgument(
-        "kind: expected succeeded, failed, hung, disrupted, stopped, checkpoint, progress or gone, "
-        "got " +
+        "kind: expected succeeded, failed, hung, disrupted, stopped, checkpoint, progress, "
+        "signals or gone, got " +
         io::Quote(kind));
   }
   int64_t rev = 0;
@@ -630,7 +637,7 @@ Status ControlPlane::Report(int64_t id, int64_t generation, const std::string& k
 // released one.
 bool ControlPlane::ReleasedBy(JobRecord& job, const std::string& kind, int64_t generation,
                               const std::string& node) {
-  if (kind == "checkpoint" || kind == "progress" || Terminal(job.state) ||
+  if (kind == "checkpoint" || kind == "progress" || kind == "signals" || Terminal(job.state) ||
       generation > job.generation || job.clearing.empty()) {
     return false;
   }

@@ -314,7 +314,8 @@ void ControlPlane::ApplyDecision(const sched::Decision& d, Time now, Txn& txn) {
             // A lost node is a disruption, not the job's failure: it does
             // not count against maxRestarts (Kubernetes' pod failure policy).
             if (x.failed_node.value() >= 0) ++job.disruptions;
-            std::string why = x.failed_node.value() >= 0
+            std::string why = !x.why.empty() ? x.why
+                              : x.failed_node.value() >= 0
                                   ? "node " + topo_.node_name(x.failed_node) +
                                         " lost (no heartbeat within the lease: the node or its "
                                         "agent died, or the network cut it off)"
@@ -439,6 +440,7 @@ void ControlPlane::UpdateGauges() {
                         "unipool_job_checkpoint_seconds",
                         "unipool_job_checkpoint_bytes",
                         "unipool_job_startup_seconds",
+                        "unipool_job_straggler_ratio",
                         "unipool_power_domain_watts",
                         "unipool_power_domain_cap_watts"}) {
     metrics_.Reset(g);
@@ -532,6 +534,16 @@ void ControlPlane::UpdateGauges() {
       ls.emplace_back("source", j.power_source);
       metrics_.Set("unipool_job_power_watts", ls, j.power_watts);
     }
+    if (auto w = signals_.find(id); w != signals_.end() && w->second.generation == j.generation) {
+      double worst = 0;
+      for (const auto& [rank, r] : w->second.window.ranks()) {
+        const Duration median = w->second.window.MedianBusyExcept(rank);
+        if (median.value() > 0) {
+          worst = std::max(worst, static_cast<double>(r.busy.value()) / median.value());
+        }
+      }
+      if (worst > 0) metrics_.Set("unipool_job_straggler_ratio", l, worst);
+    }
     if (j.progress.empty()) continue;
     const Json p = Json::parse(j.progress, nullptr, false);
     for (const auto& [field, metric] : kProgress) {
@@ -565,6 +577,12 @@ void ControlPlane::DeclareMetrics(Metrics& m) {
             "A running job's last reported throughput (its unit, e.g. samples/s).");
   m.Declare("unipool_job_grad_norm", T::kGauge, "A running job's last reported gradient norm.");
   m.Declare("unipool_job_restarts", T::kGauge, "A running job's restarts after failures.");
+  m.Declare("unipool_job_straggler_ratio", T::kGauge,
+            "A running job's slowest rank: its busy time per step (step less communication) "
+            "over the median of the other ranks' (1: even; see Straggler events).");
+  m.Declare("unipool_training_anomalies_total", T::kCounter,
+            "Training anomalies found in running jobs' reports, by kind: Straggler, "
+            "DataStraggler, NonFiniteLoss, GradientSpike, CommTimeout.");
   m.Declare(
       "unipool_job_power_watts", T::kGauge,
       "A running job's IT power: its GPUs' nvidia-smi power draw where its nodes report it "

@@ -151,9 +151,10 @@ struct ResizeJob {
 };
 struct RequeueJob {
   JobId job;
-  NodeId failed_node;
+  NodeId failed_node;  // lost (down), or the node it left (Scheduler::Replace)
   Time from_checkpoint;
   int64_t lost_gpu_seconds = 0;
+  std::string why;  // "": failed_node was lost; else why the job left it
 };
 struct FailJob {
   JobId job;

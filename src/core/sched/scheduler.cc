@@ -371,6 +371,24 @@ Status Scheduler::TaskFailed(JobId id, Time now) {
   return Status::Ok();
 }
 
+Status Scheduler::Replace(JobId id, NodeId node, const std::string& why, Time now) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return Unknown(id);
+  JobInfo& job = it->second;
+  if (job.phase != JobPhase::kRunning) {
+    return FailedPrecondition("job " + std::to_string(id.value()) + " is not running");
+  }
+  const bool on = std::any_of(job.placement.tasks.begin(), job.placement.tasks.end(),
+                              [&](const Task& t) { return t.node == node; });
+  if (!on) {
+    return FailedPrecondition("job " + std::to_string(id.value()) + " has no task on node " +
+                              std::to_string(node.value()));
+  }
+  Requeue(job, node, now);
+  std::get<RequeueJob>(out_.back()).why = why;
+  return Status::Ok();
+}
+
 // What a stop at `now` costs: the work since the last checkpoint, which is
 // done again, and the restart that redoing it begins with (restart_cost).
 // A run's own start-up was counted with the stop that caused it, so the

@@ -197,6 +197,11 @@ class Scheduler {
   // A task of a running job failed (not the node): the gang is requeued
   // from its last checkpoint on the next cycle.
   Status TaskFailed(JobId job, Time now);
+  // A running job leaves `node` (a straggler's, which the caller cordons):
+  // the gang is requeued from its last checkpoint like after a lost node
+  // (RequeueJob with `why`), a disruption, not the job's failure. Errors:
+  // unknown job, not running, not on `node`.
+  Status Replace(JobId job, NodeId node, const std::string& why, Time now);
   // Node up/down/cordoned/drained/flaky. Down requeues its jobs (lost work
   // accounted); drained preempts them with their queue's grace period;
   // cordoned lets them run but places nothing new.

@@ -1,0 +1,110 @@
+// The control plane's watch on training signals: what agents forward of
+// the ranks' step times and of rank 0's loss and gradient norm goes through
+// the job's train::SignalWindow; its findings become events
+// ("Straggler", "DataStraggler", "NonFiniteLoss", "GradientSpike"),
+// unipool_training_anomalies_total, and for a straggler of a job with
+// onStraggler: replace, a cordon of its node and a restart without it.
+#include <algorithm>
+#include <cstdio>
+
+#include "io/quote.h"
+#include "io/report_line.h"
+#include "server/control.h"
+#include "server/control_internal.h"
+#include "server/records.h"
+
+namespace unipool::server {
+
+using sched::JobId;
+using store::Txn;
+
+namespace {
+constexpr size_t kMaxRanksPerReport = 4096;
+
+std::string Times(double factor) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1fx", factor);
+  return buf;
+}
+}  // namespace
+
+train::SignalWindow& ControlPlane::WindowLocked(const JobRecord& job) {
+  JobSignals& s = signals_[job.id];
+  if (s.generation != job.generation) s = JobSignals{job.generation, train::SignalWindow()};
+  return s.window;
+}
+
+void ControlPlane::SignalsLocked(JobRecord& job, const std::string& data, Time now, Txn& txn) {
+  if (job.state != JobState::kRunning) return;
+  const Json d = Json::parse(data, nullptr, false);
+  if (!d.is_object() || !d.contains("ranks") || !d["ranks"].is_array()) return;
+  train::SignalWindow& window = WindowLocked(job);
+  size_t n = 0;
+  for (const Json& r : d["ranks"]) {
+    if (++n > kMaxRanksPerReport) break;
+    std::optional<train::RankSample> s = io::RankSignals(r, 0);
+    if (!s || !r.contains("rank")) continue;
+    if (r.contains("steps") && r["steps"].is_number_integer()) {
+      s->steps = static_cast<int32_t>(std::clamp<int64_t>(r["steps"].get<int64_t>(), 1, 1 << 20));
+    }
+    s->node = r.value("node", "");
+    // Only the job's own nodes: a rank is where the scheduler put it.
+    if (!std::any_of(job.tasks.begin(), job.tasks.end(),
+                     [&](const TaskView& t) { return t.node == s->node; })) {
+      continue;
+    }
+    for (const train::Finding& f : window.AddRank(*s)) ActOnFinding(job, f, now, txn);
+    if (job.state != JobState::kRunning) return;
+  }
+}
+
+void ControlPlane::LossLocked(JobRecord& job, const std::string& progress, Time now, Txn& txn) {
+  if (job.state != JobState::kRunning) return;
+  const Json p = Json::parse(progress, nullptr, false);
+  if (!p.is_object() || !p.contains("loss")) return;
+  const std::optional<double> loss = io::ReportNumber(p["loss"]);
+  if (!loss) return;
+  const int64_t step =
+      p.contains("step") && p["step"].is_number_integer() ? p["step"].get<int64_t>() : 0;
+  std::optional<double> norm;
+  if (p.contains("gradNorm")) norm = io::ReportNumber(p["gradNorm"]);
+  for (const train::Finding& f : WindowLocked(job).AddLoss(step, *loss, norm)) {
+    ActOnFinding(job, f, now, txn);
+  }
+}
+
+void ControlPlane::ActOnFinding(JobRecord& job, const train::Finding& f, Time now, Txn& txn) {
+  const std::string kind = train::FindingName(f.kind);
+  metrics_.Add("unipool_training_anomalies_total", {{"queue", job.request.queue}, {"kind", kind}});
+  const bool straggler =
+      f.kind == train::FindingKind::kStraggler || f.kind == train::FindingKind::kDataStraggler;
+  std::string message = f.Describe();
+  auto node = straggler ? topo_.FindNode(f.node) : std::nullopt;
+  const bool replace = straggler && node && job.request.on_straggler == "replace";
+  if (straggler && !replace) {
+    message += "; onStraggler: warn (cordon " + f.node + ", or set onStraggler: replace)";
+  }
+  if (replace)
+    message += "; onStraggler: replace: cordoning " + f.node + " and restarting without it";
+  Write(job, kind, message, txn);
+  log_.Info("control", "training anomaly", {{"job", job.id}, {"kind", kind}, {"what", message}});
+  if (!replace) return;
+  NodeRecord& n = nodes_[node->value()];
+  if (n.admin.empty()) {
+    n.admin = "cordoned";
+    n.why = "straggler: job " + std::to_string(job.id) + " rank " + std::to_string(f.rank) +
+            " ran " + Times(f.factor) + " slower than the median rank here";
+    SetSchedNodeState(n, now);
+    WriteNode(n, txn);
+  }
+  const Status st =
+      sched_->Replace(JobId(job.id), *node,
+                      "rank " + std::to_string(f.rank) + " on " + f.node + " straggled (" +
+                          Times(f.factor) + " the median); moved off the node",
+                      now);
+  if (!st.ok())
+    log_.Error("control", "cannot replace a straggler: " + st.message(), {{"job", job.id}});
+  dirty_ = true;
+}
+
+}  // namespace unipool::server
