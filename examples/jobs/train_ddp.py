@@ -9,7 +9,11 @@ train_ddp.py, as unipool launches it (one process per GPU).
 - Checkpoints model, optimizer, step and RNG state every --checkpoint-every
   steps and on SIGTERM (preemption) into $UNIPOOL_CHECKPOINT_DIR, and
   resumes from the newest one.
-- Reports step, loss, throughput and gradient norm to $UNIPOOL_REPORT_FILE.
+- Reports step, loss, throughput and gradient norm to $UNIPOOL_REPORT_FILE;
+  every rank reports its step, data and communication seconds (the
+  backward pass, where DDP all-reduces) for the platform's straggler watch.
+- --stall-rank R --stall-at-step S: rank R stops talking at step S (a hung
+  rank), so its peers' collectives time out after --pg-timeout seconds.
 """
 import argparse
 import json
@@ -17,6 +21,7 @@ import os
 import sys
 import signal
 import time
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -29,6 +34,10 @@ parser.add_argument("--checkpoint-every", type=int, default=20)
 parser.add_argument("--batch-size", type=int, default=64)
 parser.add_argument("--lr", type=float, default=1e-3)
 parser.add_argument("--step-sleep", type=float, default=0.0, help="seconds; stands in for a bigger model")
+parser.add_argument("--pg-timeout", type=float, default=0,
+                    help="seconds a collective may wait for a peer (0: PyTorch's default)")
+parser.add_argument("--stall-rank", type=int, default=-1, help="this rank stops at --stall-at-step")
+parser.add_argument("--stall-at-step", type=int, default=-1)
 args = parser.parse_args()
 
 stop = False
@@ -68,7 +77,8 @@ def main():
     local_rank = int(os.environ["LOCAL_RANK"])
     if use_cuda:
         torch.cuda.set_device(local_rank)
-    dist.init_process_group(backend="nccl" if use_cuda else "gloo")
+    kwargs = {"timeout": timedelta(seconds=args.pg_timeout)} if args.pg_timeout > 0 else {}
+    dist.init_process_group(backend="nccl" if use_cuda else "gloo", **kwargs)
     rank, world = dist.get_rank(), dist.get_world_size()
     device = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
     ckpt_dir = os.environ.get("UNIPOOL_CHECKPOINT_DIR", "checkpoints")
@@ -119,17 +129,26 @@ def main():
             save(step)
             print(f"rank {rank}: stopping at step {step}; checkpoint written", flush=True)
             break
+        if rank == args.stall_rank and step == args.stall_at_step:
+            print(f"rank {rank}: stalling at step {step}", flush=True)
+            while True:  # a rank that stops talking: the others time out
+                time.sleep(1)
         t0 = time.time()
         x = torch.randn(args.batch_size, 128, device=device)
         y = (x[:, :10].argmax(dim=1))  # a learnable target
+        t_data = time.time()
         optimizer.zero_grad()
         loss = loss_fn(model(x), y)
-        loss.backward()
+        t_comm = time.time()
+        loss.backward()  # DDP's all-reduce overlaps it
+        comm_s = time.time() - t_comm
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1e9).item()
         optimizer.step()
         if args.step_sleep > 0:
             time.sleep(args.step_sleep)
         step += 1
+        report({"step": step, "rank": rank, "stepSeconds": round(time.time() - t0, 6),
+                "dataSeconds": round(t_data - t0, 6), "commSeconds": round(comm_s, 6)})
         if rank == 0 and step % 5 == 0:
             report({"step": step, "loss": round(loss.item(), 4), "gradNorm": round(grad_norm, 4),
                     "throughput": round(args.batch_size * world / max(time.time() - t0, 1e-6), 1)})

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -682,6 +683,14 @@ void Agent::ForwardReports(int64_t job, LocalRun& run) {
             j["step"].get<int64_t>() > run.last_step) {
           run.last_step = j["step"].get<int64_t>();
           run.advanced_ms = SteadyMs();
+        }
+        const std::optional<double> loss =
+            j.contains("loss") ? io::ReportNumber(j["loss"]) : std::nullopt;
+        if (loss && !std::isfinite(*loss) && !run.nonfinite_sent) {
+          run.nonfinite_sent = true;
+          Report(job, run.generation, "progress", "", j);
+          run.progress = Json();
+          run.progress_sent_ms = SteadyMs();
         }
       }
     }

@@ -38,6 +38,9 @@ struct Agent::LocalRun {
   int64_t signals_sent_ms = 0;
   Json last_progress;  // the last progress rank 0 reported (sent with the final report)
   int64_t progress_sent_ms = 0;
+  // The first report of a non-finite loss went at once (not at the next
+  // second): the server names the step it first happened.
+  bool nonfinite_sent = false;
   int64_t last_checkpoint_step = -1;
   // Files modified since then belong to the next checkpoint (CheckpointBytes).
   std::filesystem::file_time_type checkpoint_since = std::filesystem::file_time_type::clock::now();

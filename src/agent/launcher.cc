@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstring>
 #include <ctime>
@@ -86,28 +87,80 @@ bool PeerLost(const std::string& tail) {
   return false;
 }
 
+namespace {
+
+// The line of `tail` around `at`, without its timestamp prefix, cut to 200
+// bytes: the evidence a hint quotes.
+std::string LineAt(const std::string& tail, size_t at) {
+  const size_t begin = tail.rfind('\n', at);
+  const size_t end = tail.find('\n', at);
+  std::string line =
+      tail.substr(begin == std::string::npos ? 0 : begin + 1,
+                  end == std::string::npos ? std::string::npos
+                                           : end - (begin == std::string::npos ? 0 : begin + 1));
+  // Each line starts with the time it was logged (log_file.h), then a space.
+  if (!line.empty() && std::isdigit(static_cast<unsigned char>(line[0]))) {
+    const size_t space = line.find(' ');
+    if (space != std::string::npos && space < 40 && line[space - 1] == 'Z')
+      line.erase(0, space + 1);
+  }
+  while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+  return line.size() > 200 ? line.substr(0, 200) + "..." : line;
+}
+
+struct LogPattern {
+  std::vector<const char*> all;  // every one of these, the first quoted
+  const char* hint;
+};
+
+const std::vector<LogPattern>& Patterns() {
+  static const std::vector<LogPattern> patterns = {
+      {{"Watchdog caught collective operation timeout"}, "communication timeout (NCCL)"},
+      {{"NCCL", "imeout"}, "communication timeout (NCCL)"},
+      {{"Timed out waiting", "gloo"}, "communication timeout (gloo)"},
+      {{"gloo", "Timed out"}, "communication timeout (gloo)"},
+      {{"CUDA out of memory"}, "GPU out of memory"},
+      {{"OutOfMemoryError"}, "GPU out of memory"},
+      {{"MemoryError"}, "host out of memory"},
+      {{"Cannot allocate memory"}, "host out of memory"},
+      {{"loss is nan"}, "NaN loss"},
+      {{"loss=nan"}, "NaN loss"},
+      {{"\"loss\": NaN"}, "NaN loss"},
+      {{"NaN loss"}, "NaN loss"},
+      {{"Address already in use"}, "the rendezvous port was taken"},
+      {{"No such file or directory"}, "a missing command or file"},
+      {{"command not found"}, "a missing command or file"},
+  };
+  return patterns;
+}
+
+const char* Fix(const std::string& hint) {
+  if (hint.starts_with("communication timeout")) {
+    return "a peer stopped or the network failed; check the other ranks' logs and the nodes' "
+           "NICs";
+  }
+  if (hint == "GPU out of memory") {
+    return "lower the micro-batch size, or use activation checkpointing or more "
+           "tensor/pipeline parallelism";
+  }
+  if (hint == "host out of memory") return "fewer data-loader workers or a smaller prefetch";
+  if (hint == "NaN loss") {
+    return "lower the learning rate, check the data, or resume from an earlier checkpoint";
+  }
+  if (hint.starts_with("the rendezvous port")) return "the next restart uses another";
+  return "the command or a file it needs is missing on the node";
+}
+
+}  // namespace
+
 std::string DiagnoseLog(const std::string& tail) {
-  auto has = [&](const char* needle) { return tail.find(needle) != std::string::npos; };
-  if (has("NCCL") && (has("imeout") || has("Watchdog"))) {
-    return "NCCL timeout: a peer stopped or the network failed; check the other ranks' logs "
-           "and the nodes' NICs";
-  }
-  if (has("CUDA out of memory") || has("OutOfMemoryError")) {
-    return "GPU out of memory: lower the micro-batch size, or use activation checkpointing or "
-           "more tensor/pipeline parallelism";
-  }
-  if (has("MemoryError") || has("Cannot allocate memory")) {
-    return "host out of memory: fewer data-loader workers or a smaller prefetch";
-  }
-  if (has("loss is nan") || has("loss=nan") || has("\"loss\": NaN") || has("NaN loss")) {
-    return "NaN loss: lower the learning rate, check the data, or resume from an earlier "
-           "checkpoint";
-  }
-  if (has("Address already in use")) {
-    return "the rendezvous port was taken; the next restart uses another";
-  }
-  if (has("No such file or directory") || has("command not found")) {
-    return "the command or a file it needs is missing on the node";
+  for (const LogPattern& p : Patterns()) {
+    if (!std::all_of(p.all.begin(), p.all.end(),
+                     [&](const char* n) { return tail.find(n) != std::string::npos; })) {
+      continue;
+    }
+    const std::string hint = p.hint;
+    return hint + ": " + Fix(hint) + " (log: \"" + LineAt(tail, tail.find(p.all[0])) + "\")";
   }
   return "";
 }

@@ -106,8 +106,17 @@ TEST(LauncherTest, MissingCommandIsNamed) {
 
 TEST(LauncherTest, DiagnosesCommonFailures) {
   EXPECT_NE(DiagnoseLog("[E ProcessGroupNCCL.cpp] Watchdog caught collective operation timeout")
-                .find("NCCL timeout"),
+                .find("communication timeout (NCCL)"),
             std::string::npos);
+  const std::string gloo = DiagnoseLog(
+      "step 7\nRuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed "
+      "out waiting 3000ms for recv operation to complete\nexit");
+  EXPECT_NE(gloo.find("communication timeout (gloo)"), std::string::npos) << gloo;
+  EXPECT_NE(gloo.find("(log: \"RuntimeError: [../third_party/gloo/gloo/transport/tcp/"
+                      "unbound_buffer.cc:81] Timed out waiting 3000ms for recv operation to "
+                      "complete\")"),
+            std::string::npos)
+      << gloo;
   EXPECT_NE(
       DiagnoseLog("torch.cuda.OutOfMemoryError: CUDA out of memory.").find("GPU out of memory"),
       std::string::npos);

@@ -265,7 +265,10 @@ class AgentE2eTest : public ::testing::Test {
   Json WaitEvent(int64_t id, const std::string& type, int seconds) {
     const std::string path = "/v1/jobs/" + std::to_string(id) + "/events";
     for (int i = 0; i < seconds * 20; ++i) {
-      for (const Json& e : server_.Call("GET", path, "admin").json()["items"]) {
+      // The reply is held: a range-for over a member of a temporary
+      // would read freed memory (the temporary dies before the loop).
+      const Json events = server_.Call("GET", path, "admin").json();
+      for (const Json& e : events["items"]) {
         if (e["type"] == type) return e;
       }
       std::this_thread::sleep_for(50ms);

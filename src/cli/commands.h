@@ -38,6 +38,8 @@ void AddClientCommands(CLI::App& app, int& exit_code);
 void AddAgentCommands(CLI::App& app, int& exit_code);
 void AddLogsCommand(CLI::App& app, int& exit_code);
 void AddDescribeCommand(CLI::App& app, int& exit_code);
+// `unipool diagnose JOB` (in describe_cmd.cc).
+void AddDiagnoseCommand(CLI::App& app, int& exit_code);
 void AddAcctCommand(CLI::App& app, int& exit_code);
 void AddUpCommand(CLI::App& app, int& exit_code);
 // `unipool completion bash|zsh`: a shell completion script for the commands

@@ -283,7 +283,44 @@ int RunDescribe(DescribeFlags& f) {
   });
 }
 
+struct DiagnoseFlags {
+  Common c;
+  std::string job;
+};
+
+// Exit 0 when nothing looks wrong, 1 when a cause was found: a script can
+// gate on it.
+int RunDiagnose(DiagnoseFlags& f) {
+  int64_t id = 0;
+  if (!io::ParseInt64(f.job, &id) || id <= 0) {
+    std::cerr << "error: diagnose: expected a job id, got '" << f.job << "'\n";
+    return kExitBadInput;
+  }
+  return WithClient(f.c, [&](const Client& client) {
+    Result<Json> r = client.Call("GET", "/v1/jobs/" + std::to_string(id) + "/diagnosis");
+    if (!r.ok()) return Fail(r.status());
+    if (!f.c.output.empty()) {
+      Print(*r, f.c.output);
+    } else {
+      std::cout << r->value("text", "");
+    }
+    return r->value("causes", Json::array()).empty() ? kExitOk : kExitFailed;
+  });
+}
+
 }  // namespace
+
+void AddDiagnoseCommand(CLI::App& app, int& exit_code) {
+  auto f = std::make_shared<DiagnoseFlags>();
+  CLI::App* cmd = AddSubcommand(
+      app, "diagnose",
+      "Say what is likely wrong with a job and how to fix it, with the evidence.\n"
+      "  unipool diagnose 12            (OOM, NaN loss, timeouts, stragglers, stuck pending...)\n"
+      "  unipool diagnose 12 -o json    (kind, summary, evidence and fix of each cause)");
+  cmd->add_option("JOB", f->job, "job id")->required();
+  AddCommon(cmd, f->c);
+  cmd->callback([f, &exit_code] { exit_code = RunDiagnose(*f); });
+}
 
 void AddDescribeCommand(CLI::App& app, int& exit_code) {
   CLI::App* cmd = nullptr;

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   AddServerCommand(app, exit_code);
   AddClientCommands(app, exit_code);
   AddDescribeCommand(app, exit_code);
+  AddDiagnoseCommand(app, exit_code);
   AddAgentCommands(app, exit_code);
   AddLogsCommand(app, exit_code);
   AddAcctCommand(app, exit_code);

@@ -258,6 +258,7 @@ Status ApiServer::Init() {
   Route("POST", "/v1/jobs/*/cancel", "/v1/jobs/{id}/cancel", &ApiServer::CancelJob);
   Route("GET", "/v1/jobs/*/events", "/v1/jobs/{id}/events", &ApiServer::JobEvents);
   Route("GET", "/v1/jobs/*/explain", "/v1/jobs/{id}/explain", &ApiServer::ExplainJob);
+  Route("GET", "/v1/jobs/*/diagnosis", "/v1/jobs/{id}/diagnosis", &ApiServer::DiagnoseJob);
   Route("POST", "/v1/jobs/*/report", "/v1/jobs/{id}/report", &ApiServer::ReportJob, Lane::kAgent);
   Route("GET", "/v1/jobs/*/logs", "/v1/jobs/{id}/logs", &ApiServer::JobLogs);
   Route("GET", "/v1/nodes", "/v1/nodes", &ApiServer::ListNodes);

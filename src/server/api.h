@@ -92,6 +92,7 @@ class ApiServer {
   void CancelJob(Call& c);
   void JobEvents(Call& c);
   void ExplainJob(Call& c);
+  void DiagnoseJob(Call& c);
   void ReportJob(Call& c);
   void ListNodes(Call& c);
   void GetNode(Call& c);

@@ -8,6 +8,7 @@
 #include "io/quote.h"
 #include "io/yaml_fields.h"
 #include "server/api_call.h"
+#include "server/diagnosis.h"
 #include "server/records.h"
 
 namespace unipool::server {
@@ -197,6 +198,27 @@ void ApiServer::ExplainJob(Call& c) {
   Result<std::string> why = control_.Explain(id, c.scope);
   if (!why.ok()) return c.Fail(why.status());
   c.Reply(200, Json{{"id", id}, {"explain", *why}});
+}
+
+// The likely causes of the job's trouble (server/diagnosis.h): {id, state,
+// causes: [{kind, summary, evidence: [...], fix}], text}.
+void ApiServer::DiagnoseJob(Call& c) {
+  int64_t id = 0;
+  if (!c.Allow({Role::kAdmin, Role::kReadOnly, Role::kTenant}) || !c.Query({}) || !c.JobId(&id)) {
+    return;
+  }
+  Result<DiagnosisInput> in = GatherDiagnosis(control_, id, c.scope);
+  if (!in.ok()) return c.Fail(in.status());
+  const std::vector<Cause> causes = Diagnose(*in);
+  Json items = Json::array();
+  for (const Cause& k : causes) {
+    items.push_back(
+        Json{{"kind", k.kind}, {"summary", k.summary}, {"evidence", k.evidence}, {"fix", k.fix}});
+  }
+  c.Reply(200, Json{{"id", id},
+                    {"state", JobStateName(in->job.state)},
+                    {"causes", items},
+                    {"text", DiagnosisText(in->job, causes)}});
 }
 
 void ApiServer::ReportJob(Call& c) {

@@ -322,6 +322,12 @@ class ControlPlane {
   };
   static constexpr size_t kProgressPoints = 256;
   Result<std::vector<ProgressPoint>> Progress(int64_t id, const Scope& scope) const;
+  // The current run's latest per-rank step times (train::SignalWindow),
+  // by rank; empty when it reported none. Memory only.
+  std::map<int32_t, train::SignalWindow::RankState> RankSignals(int64_t id) const;
+  // While the job is pending for a scheduler reason: what would let it
+  // start (Scheduler::Unblock); "" otherwise.
+  std::string Unblock(int64_t id) const;
   // The control plane's clock (ControlOptions::clock).
   Time Now() const { return options_.clock(); }
   // Moves the jobs that ended history_retention ago (a batch at a time) to

@@ -517,6 +517,13 @@ Status ControlPlane::ApplyReportLocked(JobRecord& job, const std::string& kind,
   const bool hung = kind == "hung";
   std::string k = hung ? "failed" : kind;
   if ((k == "failed" || k == "disrupted") && stopping) k = "stopped";
+  // A collective that timed out (the agent's log hint) is also a training
+  // anomaly of its own: an event and a count (M20).
+  if (k == "failed" && why.find("likely communication timeout") != std::string::npos) {
+    metrics_.Add("unipool_training_anomalies_total",
+                 {{"queue", job.request.queue}, {"kind", "CommTimeout"}});
+    Write(job, "CommTimeout", why, txn);
+  }
   if (k == "succeeded") {
     UNIPOOL_RETURN_IF_ERROR(Finish(job, JobState::kSucceeded, "Succeeded", "succeeded", txn));
   } else if (k == "failed" && !hung && PeerLostLocked(job, node, why, data, now)) {

@@ -73,6 +73,27 @@ void ControlPlane::LossLocked(JobRecord& job, const std::string& progress, Time 
   }
 }
 
+std::map<int32_t, train::SignalWindow::RankState> ControlPlane::RankSignals(int64_t id) const {
+  std::lock_guard lock(mu_);
+  auto job = jobs_.find(id);
+  auto it = signals_.find(id);
+  if (job == jobs_.end() || it == signals_.end() || it->second.generation != job->second.generation)
+    return {};
+  return it->second.window.ranks();
+}
+
+std::string ControlPlane::Unblock(int64_t id) const {
+  std::lock_guard lock(mu_);
+  auto it = jobs_.find(id);
+  if (it == jobs_.end() || it->second.state != JobState::kPending) return "";
+  if (it->second.retry_at.value() > 0) {
+    return "nothing: it restarts at " + FormatTime(it->second.retry_at) +
+           " (backoff after a failure)";
+  }
+  const sched::JobInfo* info = sched_->Find(JobId(id));
+  return info ? sched_->Unblock(info->reason, info->spec) : "";
+}
+
 void ControlPlane::ActOnFinding(JobRecord& job, const train::Finding& f, Time now, Txn& txn) {
   const std::string kind = train::FindingName(f.kind);
   metrics_.Add("unipool_training_anomalies_total", {{"queue", job.request.queue}, {"kind", kind}});

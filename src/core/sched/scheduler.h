@@ -229,6 +229,10 @@ class Scheduler {
   // A sentence a user understands: why pending, or why placed where it is.
   std::string Explain(JobId job) const;
   std::string ExplainReason(const PendingReason& r) const;
+  // What would let a job pending for `r` start, in words a user can act on
+  // (which limit to wait for or raise, which size fits now, when a
+  // reservation begins); `spec` is the pending job's.
+  std::string Unblock(const PendingReason& r, const JobSpec& spec) const;
   // The reason in one word, as squeue's REASON column gives it: Resources,
   // Priority, QueueLimit, NoGuarantee, Topology, Reserved, Preempting,
   // Power, Infeasible or New.

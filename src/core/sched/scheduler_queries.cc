@@ -98,6 +98,71 @@ std::optional<std::string> Scheduler::WhyNever(const JobSpec& spec) const {
   return Infeasible(NewJob(spec, Time(0)));
 }
 
+std::string Scheduler::Unblock(const PendingReason& r, const JobSpec& spec) const {
+  const bool elastic = spec.min_gpus.value() > 0;
+  struct Visitor {
+    const Scheduler& s;
+    bool elastic;
+    std::string operator()(const reason::New&) {
+      return "nothing: it is decided at the next cycle";
+    }
+    std::string operator()(const reason::OverLimit& o) {
+      const std::string q = s.queues_.spec(o.queue).name;
+      return "it starts when queue '" + q + "' has " + std::to_string(o.limit.value()) +
+             " GPUs' room again (its running jobs end), or when an admin raises the limit of '" +
+             q + "'; or submit it to another queue";
+    }
+    std::string operator()(const reason::NoBorrowing& o) {
+      return "make it preemptible (spec.preemptible: true) so that it may borrow idle GPUs, or "
+             "raise the guarantee of queue '" +
+             s.queues_.spec(o.queue).name + "'";
+    }
+    std::string operator()(const reason::NotEnoughGpus& o) {
+      std::string out = "it starts when " + std::to_string(o.need.value() - o.free.value()) +
+                        " more GPUs are free";
+      if (o.free.value() > 0) {
+        out += "; a request of at most " + std::to_string(o.free.value()) + " GPUs fits now";
+        if (!elastic) out += " (or make it elastic with minGpus)";
+      }
+      return out;
+    }
+    std::string operator()(const reason::NoContiguousBlock& o) {
+      return "a request of at most " + std::to_string(o.largest.value()) + " GPUs fits one " +
+             s.topo_->tier(o.tier).name + " now; or relax spec.topology so that it may spread";
+    }
+    std::string operator()(const reason::BehindFifoHead& o) {
+      return "it runs after job " + std::to_string(o.head.value()) +
+             " (strict FIFO queue); raise its priority or use a non-FIFO queue";
+    }
+    std::string operator()(const reason::WaitingForReservation& o) {
+      return "give a spec.timeLimit ending before " + At(o.at, s.options_) +
+             " or make it preemptible, and it backfills now; else it waits for job " +
+             std::to_string(o.holder.value());
+    }
+    std::string operator()(const reason::HoldsReservation& o) {
+      return o.at.value() >= 0 ? "nothing: it starts at " + At(o.at, s.options_)
+                               : "nothing: it is next, when running jobs end";
+    }
+    std::string operator()(const reason::WaitingForPreemption&) {
+      return "nothing: it starts when the preempted jobs have stopped";
+    }
+    std::string operator()(const reason::Infeasible&) {
+      return "resubmit asking for what exists (the numbers above: fewer GPUs, or without the "
+             "spec.topology.within or partition that limits it), or add nodes; then `unipool "
+             "cancel` this one";
+    }
+    std::string operator()(const reason::WaitingForCompact& o) {
+      return "nothing: it starts by " + At(o.until, s.options_) +
+             " at the latest; set spec.topology.maxWait: 0s to start spread at once";
+    }
+    std::string operator()(const reason::WaitingForPower&) {
+      return "it starts when work under the power cap ends; or ask an admin to raise "
+             "spec.power.caps";
+    }
+  };
+  return std::visit(Visitor{*this, elastic}, r);
+}
+
 const char* Scheduler::ReasonCode(const PendingReason& r) {
   struct Visitor {
     const char* operator()(const reason::New&) { return "New"; }

@@ -72,6 +72,8 @@ std::vector<Finding> SignalWindow::AddRank(const RankSample& s) {
   r.step = s.step;
   r.busy = std::max(Duration(0), s.step_time - s.comm_time);
   r.data = std::min(s.data_time, r.busy);
+  r.step_time = s.step_time;
+  r.comm = std::min(s.comm_time, s.step_time);
   const Duration median = MedianBusyExcept(s.rank);
   const bool slow =
       median.value() > 0 && static_cast<double>(r.busy.value()) >

@@ -86,6 +86,7 @@ class SignalWindow {
     std::string node;
     int64_t step = 0;
     Duration busy, data;
+    Duration step_time, comm;  // the last sample's step and collective times
     int64_t slow_steps = 0;  // consecutive steps over the bound
     bool reported = false;
   };
