@@ -250,6 +250,7 @@ def main():
         browser.go(url, f"#/jobs/{mine}", "#job-fields")
         browser.find("#charts svg[data-series=loss] path")
         browser.find("#events tr td")
+        browser.find("#diagnosis p")  # its likely troubles, or that there are none
         browser.shot("job")
         browser.no_errors("job with progress")
 

@@ -580,14 +580,15 @@ void Agent::Finish(int64_t job, LocalRun& run) {
     why += "; the kernel's OOM killer killed " + std::to_string(run.oom_kills) +
            " process(es) at the job's memory limit (raise spec.resources.memory, per task)";
   }
-  const std::string hint = DiagnoseLog(run.run.LogTails(16384));
-  if (!hint.empty()) why += "; likely " + hint;
+  const LogHint hint = DiagnoseLog(run.run.LogTails(16384));
+  if (!hint.text.empty()) why += "; likely " + hint.text;
   log_.Warn("agent", "run failed: " + why, {{"job", job}, {"node", options_.node}});
   // A process that failed because a peer went away says so: the server
   // waits to learn whether the peer's node was lost (a disruption).
   const bool peer_lost = bad && PeerLost(TailLog(bad->log_path, 8192));
   Json data = Json::object();
   if (peer_lost) data["peerLost"] = true;
+  if (!hint.cause.empty()) data["logCause"] = hint.cause;
   if (bad && bad->exit_code >= 0) data["exitCode"] = bad->exit_code;
   if (bad && bad->exit_code < 0) data["signal"] = bad->signal;
   Report(job, run.generation, "failed", why + " (node " + options_.node + ")",

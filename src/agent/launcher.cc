@@ -89,80 +89,80 @@ bool PeerLost(const std::string& tail) {
 
 namespace {
 
-// The line of `tail` around `at`, without its timestamp prefix, cut to 200
-// bytes: the evidence a hint quotes.
+// The line of `tail` around `at`, cut to 200 bytes: the evidence a hint
+// quotes.
 std::string LineAt(const std::string& tail, size_t at) {
-  const size_t begin = tail.rfind('\n', at);
-  const size_t end = tail.find('\n', at);
-  std::string line =
-      tail.substr(begin == std::string::npos ? 0 : begin + 1,
-                  end == std::string::npos ? std::string::npos
-                                           : end - (begin == std::string::npos ? 0 : begin + 1));
-  // Each line starts with the time it was logged (log_file.h), then a space.
-  if (!line.empty() && std::isdigit(static_cast<unsigned char>(line[0]))) {
-    const size_t space = line.find(' ');
-    if (space != std::string::npos && space < 40 && line[space - 1] == 'Z')
-      line.erase(0, space + 1);
-  }
+  const size_t nl = tail.rfind('\n', at);
+  const size_t begin = nl == std::string::npos ? 0 : nl + 1;
+  std::string line(WithoutTimestamp(tail.substr(begin, tail.find('\n', at) - begin)));
   while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
   return line.size() > 200 ? line.substr(0, 200) + "..." : line;
 }
 
+// A cause, the log text that shows it (any of `needles`: each a set of
+// strings that all occur, the first one quoted), and its fix.
 struct LogPattern {
-  std::vector<const char*> all;  // every one of these, the first quoted
+  const char* cause;
   const char* hint;
+  const char* fix;
+  std::vector<std::vector<const char*>> needles;
 };
 
 const std::vector<LogPattern>& Patterns() {
   static const std::vector<LogPattern> patterns = {
-      {{"Watchdog caught collective operation timeout"}, "communication timeout (NCCL)"},
-      {{"NCCL", "imeout"}, "communication timeout (NCCL)"},
-      {{"Timed out waiting", "gloo"}, "communication timeout (gloo)"},
-      {{"gloo", "Timed out"}, "communication timeout (gloo)"},
-      {{"CUDA out of memory"}, "GPU out of memory"},
-      {{"OutOfMemoryError"}, "GPU out of memory"},
-      {{"MemoryError"}, "host out of memory"},
-      {{"Cannot allocate memory"}, "host out of memory"},
-      {{"loss is nan"}, "NaN loss"},
-      {{"loss=nan"}, "NaN loss"},
-      {{"\"loss\": NaN"}, "NaN loss"},
-      {{"NaN loss"}, "NaN loss"},
-      {{"Address already in use"}, "the rendezvous port was taken"},
-      {{"No such file or directory"}, "a missing command or file"},
-      {{"command not found"}, "a missing command or file"},
+      {"CommTimeout",
+       "communication timeout (NCCL)",
+       "a peer stopped or the network failed; check the other ranks' logs and the nodes' NICs",
+       {{"Watchdog caught collective operation timeout"}, {"NCCL", "imeout"}}},
+      {"CommTimeout",
+       "communication timeout (gloo)",
+       "a peer stopped or the network failed; check the other ranks' logs and the nodes' NICs",
+       {{"Timed out waiting", "gloo"}, {"gloo", "Timed out"}}},
+      {"GpuOutOfMemory",
+       "GPU out of memory",
+       "lower the micro-batch size, or use activation checkpointing or more tensor/pipeline "
+       "parallelism",
+       {{"CUDA out of memory"}, {"OutOfMemoryError"}}},
+      {"HostOutOfMemory",
+       "host out of memory",
+       "fewer data-loader workers or a smaller prefetch",
+       {{"MemoryError"}, {"Cannot allocate memory"}}},
+      {"NaNLoss",
+       "NaN loss",
+       "lower the learning rate, check the data, or resume from an earlier checkpoint",
+       {{"loss is nan"}, {"loss=nan"}, {"\"loss\": NaN"}, {"NaN loss"}}},
+      {"PortInUse",
+       "the rendezvous port was taken",
+       "the next restart uses another",
+       {{"Address already in use"}}},
+      {"Missing",
+       "a missing command or file",
+       "the command or a file it needs is missing on the node",
+       {{"No such file or directory"}, {"command not found"}}},
   };
   return patterns;
 }
 
-const char* Fix(const std::string& hint) {
-  if (hint.starts_with("communication timeout")) {
-    return "a peer stopped or the network failed; check the other ranks' logs and the nodes' "
-           "NICs";
-  }
-  if (hint == "GPU out of memory") {
-    return "lower the micro-batch size, or use activation checkpointing or more "
-           "tensor/pipeline parallelism";
-  }
-  if (hint == "host out of memory") return "fewer data-loader workers or a smaller prefetch";
-  if (hint == "NaN loss") {
-    return "lower the learning rate, check the data, or resume from an earlier checkpoint";
-  }
-  if (hint.starts_with("the rendezvous port")) return "the next restart uses another";
-  return "the command or a file it needs is missing on the node";
-}
-
 }  // namespace
 
-std::string DiagnoseLog(const std::string& tail) {
+std::string_view WithoutTimestamp(std::string_view line) {
+  const size_t space = line.find(' ');
+  const bool stamped = !line.empty() && std::isdigit(static_cast<unsigned char>(line[0])) &&
+                       space != std::string_view::npos && space < 40 && line[space - 1] == 'Z';
+  return stamped ? line.substr(space + 1) : line;
+}
+
+LogHint DiagnoseLog(const std::string& tail) {
   for (const LogPattern& p : Patterns()) {
-    if (!std::all_of(p.all.begin(), p.all.end(),
-                     [&](const char* n) { return tail.find(n) != std::string::npos; })) {
-      continue;
+    for (const std::vector<const char*>& all : p.needles) {
+      if (std::all_of(all.begin(), all.end(),
+                      [&](const char* n) { return tail.find(n) != std::string::npos; })) {
+        return {p.cause, std::string(p.hint) + ": " + p.fix + " (log: \"" +
+                             LineAt(tail, tail.find(all[0])) + "\")"};
+      }
     }
-    const std::string hint = p.hint;
-    return hint + ": " + Fix(hint) + " (log: \"" + LineAt(tail, tail.find(p.all[0])) + "\")";
   }
-  return "";
+  return {};
 }
 
 ProcessGroup::~ProcessGroup() {
@@ -317,8 +317,7 @@ std::vector<std::pair<int, std::string>> ProcessGroup::LastLines() const {
     while (!tail.empty() && tail.back() == '\n') tail.pop_back();
     const size_t nl = tail.rfind('\n');
     std::string line = nl == std::string::npos ? tail : tail.substr(nl + 1);
-    const size_t space = line.find(' ');  // after the timestamp
-    out.emplace_back(p.rank, space == std::string::npos ? line : line.substr(space + 1));
+    out.emplace_back(p.rank, std::string(WithoutTimestamp(line)));
   }
   return out;
 }

@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -60,9 +61,20 @@ struct ExitInfo {
 // failed only because another one, or another node, did.
 bool PeerLost(const std::string& log_tail);
 
-// Reads the end of a log and names a likely cause with a hint:
-// NCCL timeouts, CUDA or host out-of-memory, NaN loss, ...; "" when none.
-std::string DiagnoseLog(const std::string& log_tail);
+// Reads the end of a log and names a likely cause: NCCL or gloo timeouts,
+// CUDA or host out-of-memory, NaN loss, ... `cause` is a code for the
+// server (CommTimeout, GpuOutOfMemory, HostOutOfMemory, NaNLoss,
+// PortInUse, Missing; "" when none), `text` the hint, its fix and the log
+// line that shows it.
+struct LogHint {
+  std::string cause;
+  std::string text;
+};
+LogHint DiagnoseLog(const std::string& log_tail);
+
+// A log line without the time the agent's log prefixed it with
+// (log_file.h); a line without one (cut off at a tail's start) whole.
+std::string_view WithoutTimestamp(std::string_view line);
 
 class ProcessGroup {
  public:

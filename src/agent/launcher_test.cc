@@ -101,27 +101,32 @@ TEST(LauncherTest, MissingCommandIsNamed) {
   EXPECT_EQ(r.exits()[0].exit_code, 127);
   const std::string tail = r.LogTails(4096);
   EXPECT_NE(tail.find("cannot run no-such-command-xyz"), std::string::npos) << tail;
-  EXPECT_NE(DiagnoseLog(tail).find("missing"), std::string::npos);
+  EXPECT_NE(DiagnoseLog(tail).text.find("missing"), std::string::npos);
 }
 
 TEST(LauncherTest, DiagnosesCommonFailures) {
   EXPECT_NE(DiagnoseLog("[E ProcessGroupNCCL.cpp] Watchdog caught collective operation timeout")
-                .find("communication timeout (NCCL)"),
+                .text.find("communication timeout (NCCL)"),
             std::string::npos);
-  const std::string gloo = DiagnoseLog(
+  const LogHint gloo_hint = DiagnoseLog(
       "step 7\nRuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed "
       "out waiting 3000ms for recv operation to complete\nexit");
+  EXPECT_EQ(gloo_hint.cause, "CommTimeout");
+  const std::string& gloo = gloo_hint.text;
   EXPECT_NE(gloo.find("communication timeout (gloo)"), std::string::npos) << gloo;
   EXPECT_NE(gloo.find("(log: \"RuntimeError: [../third_party/gloo/gloo/transport/tcp/"
                       "unbound_buffer.cc:81] Timed out waiting 3000ms for recv operation to "
                       "complete\")"),
             std::string::npos)
       << gloo;
-  EXPECT_NE(
-      DiagnoseLog("torch.cuda.OutOfMemoryError: CUDA out of memory.").find("GPU out of memory"),
-      std::string::npos);
-  EXPECT_NE(DiagnoseLog("step 40 loss=nan").find("NaN loss"), std::string::npos);
-  EXPECT_EQ(DiagnoseLog("all good"), "");
+  EXPECT_NE(DiagnoseLog("torch.cuda.OutOfMemoryError: CUDA out of memory.")
+                .text.find("GPU out of memory"),
+            std::string::npos);
+  EXPECT_NE(DiagnoseLog("step 40 loss=nan").text.find("NaN loss"), std::string::npos);
+  EXPECT_EQ(DiagnoseLog("all good").cause, "");
+  EXPECT_EQ(DiagnoseLog("all good").text, "");
+  EXPECT_EQ(WithoutTimestamp("2026-12-07T03:40:42.123Z MemoryError"), "MemoryError");
+  EXPECT_EQ(WithoutTimestamp("ror: cut off"), "ror: cut off");
 }
 
 }  // namespace

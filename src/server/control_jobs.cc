@@ -491,11 +491,11 @@ Status ControlPlane::ApplyReportLocked(JobRecord& job, const std::string& kind,
     return Status::Ok();
   }
   dirty_ = true;
+  const Json d = Json::parse(data, nullptr, false);
   // A final report carries the run's last progress: progress reports are
   // kept in memory only, and the one before the end may have gone to a
   // server that is no more (a failover), or been skipped (one a second).
   if (kind != "checkpoint") {
-    const Json d = Json::parse(data, nullptr, false);
     if (d.is_object() && d.contains("progress") && d["progress"].is_object()) {
       job.progress = d["progress"].dump();
     }
@@ -517,9 +517,9 @@ Status ControlPlane::ApplyReportLocked(JobRecord& job, const std::string& kind,
   const bool hung = kind == "hung";
   std::string k = hung ? "failed" : kind;
   if ((k == "failed" || k == "disrupted") && stopping) k = "stopped";
-  // A collective that timed out (the agent's log hint) is also a training
-  // anomaly of its own: an event and a count (M20).
-  if (k == "failed" && why.find("likely communication timeout") != std::string::npos) {
+  // A collective that timed out (the agent read it in the log: data's
+  // logCause) is also a training anomaly of its own: an event and a count.
+  if (k == "failed" && d.is_object() && d.contains("logCause") && d["logCause"] == "CommTimeout") {
     metrics_.Add("unipool_training_anomalies_total",
                  {{"queue", job.request.queue}, {"kind", "CommTimeout"}});
     Write(job, "CommTimeout", why, txn);

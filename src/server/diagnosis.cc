@@ -6,10 +6,12 @@
 #include "server/diagnosis.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <cstdio>
 #include <map>
 
+#include "io/text.h"
 #include "io/time_format.h"
 
 namespace unipool::server {
@@ -23,10 +25,60 @@ std::string Percent(double share) {
   return buf;
 }
 
-std::string Fixed(double v, const char* format = "%.3g") {
+std::string Fixed(double v) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, format, v);
+  std::snprintf(buf, sizeof buf, "%.3g", v);
   return buf;
+}
+
+// What each cause says and what fixes it, by key (the kind, or the kind
+// and a variant: out of memory on the GPU or on the host).
+struct CauseText {
+  const char* key;
+  const char* kind;
+  const char* summary;
+  const char* fix;
+};
+
+constexpr CauseText kCauses[] = {
+    {"GpuOutOfMemory", "OutOfMemory", "a rank ran out of GPU memory",
+     "lower the micro-batch size, turn on activation checkpointing, or add tensor or pipeline "
+     "parallelism (`unipool plan` prints the memory per GPU of each plan)"},
+    {"HostOutOfMemory", "OutOfMemory", "a rank ran out of host memory",
+     "raise spec.resources.memory (per task) where a limit is set; else use fewer data-loader "
+     "workers, a smaller prefetch, or pinned memory only where needed"},
+    {"NaNLoss", "NaNLoss", "the loss became NaN or Inf",
+     "resume from the last checkpoint before it with a lower learning rate (or longer warm-up), "
+     "gradient clipping, and the data around that step checked; in bf16/fp16 check the loss "
+     "scaler"},
+    {"CommTimeout", "CommTimeout", "a collective timed out: a rank stopped talking to its peers",
+     "read the log of the rank that stopped (`unipool logs JOB --rank N`): a hang, a crash or a "
+     "slow rank; check its node's network (`unipool describe node NODE`); raise the process "
+     "group's timeout only for known long pauses (checkpoints)"},
+    {"GradientSpike", "GradientSpike", "the gradient norm spiked, often the step before a NaN loss",
+     "watch the loss; clip gradients (e.g. max norm 1.0) and check the data of that step"},
+    {"Straggler", "Straggler", "one rank is slower than the others and the whole gang waits for it",
+     "cordon its node (`unipool cordon NODE`) or set spec.onStraggler: replace; check the node's "
+     "GPU clocks, temperature and other work on it"},
+    {"DataStraggler", "DataStraggler",
+     "one rank waits for its input data: slow storage or CPU contention on its node",
+     "more data-loader workers or prefetch, a local copy of the data (spec.volumes), or cordon "
+     "the node (`unipool cordon NODE`) or set spec.onStraggler: replace"},
+    {"Hung", "Hung", "the job stopped advancing (no new step within spec.progressTimeout)",
+     "read the ranks' last lines in the evidence and `unipool logs`; a hang in a collective is "
+     "usually one rank that died or stalled; set --hang-hook (py-spy dump) on the agents to see "
+     "where"},
+    {"NodeLost", "NodeFailure", "a node of the job failed; the job resumed from its checkpoint",
+     "nothing for the job; for the node: `unipool describe node NODE`, and drain it (`unipool "
+     "drain NODE`) if it fails again"},
+};
+
+const CauseText& TextOf(std::string_view key) {
+  for (const CauseText& t : kCauses) {
+    if (t.key == key) return t;
+  }
+  assert(false && "a cause key without its text");
+  return kCauses[0];
 }
 
 // The causes, by kind, in the order first found; `final` marks the cause
@@ -40,10 +92,12 @@ class Causes {
     causes_.push_back(Cause{kind, summary, {}, fix});
     return causes_.back();
   }
-  void MarkFinal(const std::string& kind) { final_ = kind; }
-  // Adds `e` to the cause's evidence unless an event already quoted there
-  // says the same (a CommTimeout event and the failure it ended in).
-  void Quote(Cause& c, const JobEvent& e) {
+  // Quotes `e` under the cause of `key` (kCauses), unless an event already
+  // quoted there says the same (a CommTimeout event and the failure it
+  // ended in).
+  void Quote(std::string_view key, const JobEvent& e) {
+    const CauseText& t = TextOf(key);
+    Cause& c = Get(t.kind, t.summary, t.fix);
     std::vector<std::string>& said = said_[c.kind];
     for (const std::string& m : said) {
       if (e.message.find(m) != std::string::npos) return;
@@ -51,6 +105,7 @@ class Causes {
     said.push_back(e.message);
     c.evidence.push_back(e.type + " at " + io::FormatTime(e.time) + ": " + e.message);
   }
+  void MarkFinal(std::string_view key) { final_ = TextOf(key).kind; }
   bool Any(const std::string& kind) const {
     return std::any_of(causes_.begin(), causes_.end(),
                        [&](const Cause& c) { return c.kind == kind; });
@@ -69,96 +124,41 @@ class Causes {
   std::string final_;
 };
 
-const char* kNanFix =
-    "resume from the last checkpoint before it with a lower learning rate (or longer warm-up), "
-    "gradient clipping, and the data around that step checked; in bf16/fp16 check the loss "
-    "scaler";
-const char* kCommTimeoutFix =
-    "read the log of the rank that stopped (`unipool logs JOB --rank N`): a hang, a crash or a "
-    "slow rank; check its node's network (`unipool describe node NODE`); raise the process "
-    "group's timeout only for known long pauses (checkpoints)";
-
 // A failure's message is the agent's: the failed rank's exit, the kernel's
 // OOM kills, and "likely <hint>" from its log (agent/launcher.h DiagnoseLog).
-void FromFailure(const JobEvent& e, Causes& out) {
-  const std::string& m = e.message;
-  std::string kind;
-  if (Has(m, "GPU out of memory")) {
-    kind = "OutOfMemory";
-    out.Quote(
-        out.Get(kind, "a rank ran out of GPU memory",
-                "lower the micro-batch size, turn on activation checkpointing, or add tensor or "
-                "pipeline parallelism (`unipool plan` prints the memory per GPU of each plan)"),
-        e);
-  } else if (Has(m, "OOM killer") || Has(m, "host out of memory") ||
-             Has(m, "often out of memory") || Has(m, "out-of-memory killer")) {
-    kind = "OutOfMemory";
-    out.Quote(
-        out.Get(kind, "a rank ran out of host memory",
-                "raise spec.resources.memory (per task) where a limit is set; else use fewer "
-                "data-loader workers, a smaller prefetch, or pinned memory only where needed"),
-        e);
-  } else if (Has(m, "NaN loss")) {
-    kind = "NaNLoss";
-    out.Quote(out.Get(kind, "the loss became NaN or Inf", kNanFix), e);
-  } else if (Has(m, "communication timeout") || Has(m, "NCCL timeout")) {
-    kind = "CommTimeout";
-    out.Quote(out.Get(kind, "a collective timed out: a rank stopped talking to its peers",
-                      kCommTimeoutFix),
-              e);
+// The cause key it shows, "" for none.
+std::string_view FailureKey(const std::string& m) {
+  if (Has(m, "GPU out of memory")) return "GpuOutOfMemory";
+  if (Has(m, "OOM killer") || Has(m, "host out of memory") || Has(m, "often out of memory") ||
+      Has(m, "out-of-memory killer")) {
+    return "HostOutOfMemory";
   }
-  if (!kind.empty()) out.MarkFinal(kind);
+  if (Has(m, "NaN loss")) return "NaNLoss";
+  if (Has(m, "communication timeout") || Has(m, "NCCL timeout")) return "CommTimeout";
+  return "";
+}
+
+// The cause key of an event of another type: the training watch's findings
+// (control_signals.cc) and hangs by their type, lost nodes by their words.
+std::string_view EventKey(const JobEvent& e) {
+  const std::string& t = e.type;
+  if (t == "NonFiniteLoss") return "NaNLoss";
+  for (const char* same : {"CommTimeout", "GradientSpike", "Straggler", "DataStraggler", "Hung"}) {
+    if (t == same) return same;
+  }
+  if ((t == "Requeued" || t == "Disrupted") &&
+      (Has(e.message, " lost") || Has(e.message, "fenced")))
+    return "NodeLost";
+  return "";
 }
 
 void FromEvents(const DiagnosisInput& in, Causes& out) {
-  std::map<std::string, int> lost_by_node;
   for (const JobEvent& e : in.events) {
-    const std::string& t = e.type;
-    if (t == "TaskFailed" || t == "Failed") {
-      FromFailure(e, out);
-    } else if (t == "NonFiniteLoss") {
-      out.Quote(out.Get("NaNLoss", "the loss became NaN or Inf", kNanFix), e);
-    } else if (t == "CommTimeout") {
-      out.Quote(
-          out.Get("CommTimeout", "a collective timed out: a rank stopped talking to its peers",
-                  kCommTimeoutFix),
-          e);
-    } else if (t == "GradientSpike") {
-      out.Quote(
-          out.Get("GradientSpike", "the gradient norm spiked, often the step before a NaN loss",
-                  "watch the loss; clip gradients (e.g. max norm 1.0) and check the data of that "
-                  "step"),
-          e);
-    } else if (t == "Straggler") {
-      out.Quote(
-          out.Get("Straggler", "one rank is slower than the others and the whole gang waits for it",
-                  "cordon its node (`unipool cordon NODE`) or set spec.onStraggler: replace; check "
-                  "the node's GPU clocks, temperature and other work on it"),
-          e);
-    } else if (t == "DataStraggler") {
-      out.Quote(
-          out.Get(
-              "DataStraggler",
-              "one rank waits for its input data: slow storage or CPU contention on its node",
-              "more data-loader workers or prefetch, a local copy of the data (spec.volumes), or "
-              "cordon the node (`unipool cordon NODE`) or set spec.onStraggler: replace"),
-          e);
-    } else if (t == "Hung") {
-      out.Quote(
-          out.Get("Hung", "the job stopped advancing (no new step within spec.progressTimeout)",
-                  "read the ranks' last lines in the evidence and `unipool logs`; a hang in a "
-                  "collective is usually one rank that died or stalled; set --hang-hook (py-spy "
-                  "dump) on the agents to see where"),
-          e);
-      out.MarkFinal("Hung");
-    } else if ((t == "Requeued" || t == "Disrupted") &&
-               (Has(e.message, " lost") || Has(e.message, "fenced"))) {
-      out.Quote(
-          out.Get("NodeFailure", "a node of the job failed; the job resumed from its checkpoint",
-                  "nothing for the job; for the node: `unipool describe node NODE`, and drain it "
-                  "(`unipool drain NODE`) if it fails again"),
-          e);
-    }
+    const bool failure = e.type == "TaskFailed" || e.type == "Failed";
+    const std::string_view key = failure ? FailureKey(e.message) : EventKey(e);
+    if (key.empty()) continue;
+    out.Quote(key, e);
+    if (failure || key == "Hung") out.MarkFinal(key);
   }
 }
 
@@ -274,7 +274,6 @@ Result<DiagnosisInput> GatherDiagnosis(const ControlPlane& control, int64_t id,
   Result<std::vector<ControlPlane::ProgressPoint>> progress = control.Progress(id, scope);
   if (progress.ok()) in.progress = std::move(*progress);
   in.ranks = control.RankSignals(id);
-  in.now = control.Now();
   return in;
 }
 
@@ -294,9 +293,8 @@ std::vector<Cause> Diagnose(const DiagnosisInput& in) {
 std::string DiagnosisText(const JobRecord& job, const std::vector<Cause>& causes) {
   std::string out = "job " + std::to_string(job.id) + " (" + job.request.name + ") " +
                     JobStateName(job.state) + ": ";
-  out += causes.empty()       ? "nothing looks wrong\n"
-         : causes.size() == 1 ? "1 likely cause\n"
-                              : std::to_string(causes.size()) + " likely causes\n";
+  out += causes.empty() ? "nothing looks wrong\n"
+                        : io::Count(static_cast<int64_t>(causes.size()), "likely cause") + "\n";
   for (const Cause& c : causes) {
     out += "\n" + c.kind + ": " + c.summary + "\n";
     for (const std::string& e : c.evidence) out += "  evidence: " + e + "\n";

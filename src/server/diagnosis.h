@@ -27,7 +27,6 @@ struct DiagnosisInput {
   std::vector<NodeRecord> nodes;  // of the job's current or last tasks
   std::vector<ControlPlane::ProgressPoint> progress;
   std::map<int32_t, train::SignalWindow::RankState> ranks;  // the run's latest
-  Time now;
 };
 
 // One likely cause. `kind` is stable, for scripts: OutOfMemory, NaNLoss,

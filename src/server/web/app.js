@@ -405,12 +405,17 @@ function eventRows(items) {
 }
 
 pages.job = async (params, id) => {
-  const [job, events, progress] = await Promise.all([
-    get("/v1/jobs/" + id), get(`/v1/jobs/${id}/events`), get(`/v1/jobs/${id}/progress`)]);
+  const [job, events, progress, diagnosis] = await Promise.all([
+    get('/v1/jobs/' + id), get(`/v1/jobs/${id}/events`), get(`/v1/jobs/${id}/progress`),
+    get(`/v1/jobs/${id}/diagnosis`)
+  ]);
   const tasks = job.tasks.length ? job.tasks : (job.previousRun ? job.previousRun.tasks : []);
   const ranks = [];  // the first rank of each task, and its node
   let first = 0;
-  for (const t of tasks) { ranks.push({ rank: first, node: t.node }); first += t.gpus.length; }
+  for (const t of tasks) {
+    ranks.push({rank: first, node: t.node});
+    first += t.gpus.length;
+  }
   const ended = ["Succeeded", "Failed", "Cancelled"].includes(job.state);
   const field = (k, v) => [h("dt", {}, k), h("dd", {}, v)];
   const logBox = h("pre", { class: "log", id: "log" }, tasks.length ? "" : "(it has not run yet)");
@@ -450,25 +455,58 @@ pages.job = async (params, id) => {
   }
   const charts = [lineChart("loss", progress.items, "loss"), lineChart("throughput", progress.items, "throughput"),
     lineChart("grad norm", progress.items, "gradNorm"), lineChart("step", progress.items, "step")].filter(Boolean);
-  return h("div", {},
-    h("div", { class: "toolbar" }, h("h1", {}, `Job ${job.id}: ${job.name}`), stateTag(job.state), cancel),
-    h("dl", { class: "fields", id: "job-fields" },
-      field("Queue", job.queue), field("Owner", job.owner), field("GPUs", job.spec.gpus),
-      field("Submitted", job.submitted), field("Started", job.started || "-"), field("Finished", job.finished || "-"),
-      field("Elapsed", elapsed(job)),
-      field("Checkpoint", job.checkpoints ? `${job.lastCheckpoint} (${job.checkpointNote || "no note"}), ${job.checkpoints} written` : "none"),
-      field("Restarts", `${job.restarts} (max ${job.spec.restart.maxRestarts}); ${job.disruptions} disruptions; ${job.preemptions} preemptions`),
-      field("Lost work", `${num(job.lostGpuSeconds)} GPU-seconds`),
-      field("Exit", job.exitCode === null && job.exitSignal === null ? "-" : `${job.exitCode || 0}:${job.exitSignal || 0}`),
-      job.state === "Pending" ? field("Reason", job.reason + (job.estimatedStart ? `, expected at ${job.estimatedStart}` : "")) : null,
-      field("Why", job.explain || job.message)),
-    placement,
-    h("h2", {}, "Progress"),
-    charts.length ? h("div", { class: "charts", id: "charts" }, charts) : h("p", { class: "muted" }, "No progress reports yet (see docs/operations.md, \"What a job sees\")."),
-    h("h2", {}, "Log"), h("div", { class: "toolbar" }, rankSel, h("button", { type: "button", onclick: () => loadLog() }, "Reload")), logBox,
-    h("h2", {}, "Events"),
-    h("table", { id: "events" }, h("tr", {}, h("th", {}, "Time"), h("th", {}, "Type"), h("th", {}, "Message")),
-      eventRows(events.items).map((e) => h("tr", {}, h("td", {}, e.time), h("td", {}, e.type), h("td", {}, e.message)))));
+  return h(
+      'div', {},
+      h('div', {class: 'toolbar'}, h('h1', {}, `Job ${job.id}: ${job.name}`), stateTag(job.state),
+        cancel),
+      h('dl', {class: 'fields', id: 'job-fields'}, field('Queue', job.queue),
+        field('Owner', job.owner), field('GPUs', job.spec.gpus), field('Submitted', job.submitted),
+        field('Started', job.started || '-'), field('Finished', job.finished || '-'),
+        field('Elapsed', elapsed(job)),
+        field(
+            'Checkpoint',
+            job.checkpoints ? `${job.lastCheckpoint} (${job.checkpointNote || 'no note'}), ${
+                                  job.checkpoints} written` :
+                              'none'),
+        field(
+            'Restarts',
+            `${job.restarts} (max ${job.spec.restart.maxRestarts}); ${
+                job.disruptions} disruptions; ${job.preemptions} preemptions`),
+        field('Lost work', `${num(job.lostGpuSeconds)} GPU-seconds`),
+        field(
+            'Exit',
+            job.exitCode === null && job.exitSignal === null ?
+                '-' :
+                `${job.exitCode || 0}:${job.exitSignal || 0}`),
+        job.state === 'Pending' ?
+            field(
+                'Reason',
+                job.reason + (job.estimatedStart ? `, expected at ${job.estimatedStart}` : '')) :
+                                                   null,
+        field('Why', job.explain || job.message)),
+      h('h2', {}, 'Diagnosis'),
+      h('div', {id: 'diagnosis'},
+        diagnosis.causes.length ?
+            diagnosis.causes.map(
+                (c) =>
+                    h('div', {class: 'cause'}, h('p', {}, h('strong', {}, c.kind), ': ', c.summary),
+                      h('ul', {}, c.evidence.map((e) => h('li', {class: 'muted'}, e))),
+                      c.fix ? h('p', {}, 'Fix: ', c.fix) : null)) :
+            h('p', {class: 'muted'}, 'Nothing looks wrong (unipool diagnose ' + id + ').')),
+      placement, h('h2', {}, 'Progress'),
+      charts.length ? h('div', {class: 'charts', id: 'charts'}, charts) :
+                      h('p', {class: 'muted'},
+                        'No progress reports yet (see docs/operations.md, "What a job sees").'),
+      h('h2', {}, 'Log'),
+      h('div', {class: 'toolbar'}, rankSel,
+        h('button', {type: 'button', onclick: () => loadLog()}, 'Reload')),
+      logBox, h('h2', {}, 'Events'),
+      h('table', {id: 'events'},
+        h('tr', {}, h('th', {}, 'Time'), h('th', {}, 'Type'), h('th', {}, 'Message')),
+        eventRows(events.items)
+            .map(
+                (e) => h(
+                    'tr', {}, h('td', {}, e.time), h('td', {}, e.type), h('td', {}, e.message)))));
 };
 
 // ---- Nodes -----------------------------------------------------------------------------
