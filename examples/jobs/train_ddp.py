@@ -14,6 +14,14 @@ train_ddp.py, as unipool launches it (one process per GPU).
   backward pass, where DDP all-reduces) for the platform's straggler watch.
 - --stall-rank R --stall-at-step S: rank R stops talking at step S (a hung
   rank), so its peers' collectives time out after --pg-timeout seconds.
+- Elastic continue (spec.elastic.onResize: continue, $UNIPOOL_ELASTIC): the
+  process group is formed from $UNIPOOL_RENDEZVOUS_FILE. When a peer is lost
+  (a collective fails) or the file's version goes up (a node joined), every
+  rank waits for the newer membership, re-forms the group at its size, and
+  the furthest rank broadcasts model, optimizer and step to the rest (a
+  joining rank has none): training goes on in memory, without a restart.
+  Each step's global batch is drawn from the step number alone and split
+  among the ranks, so the data order does not depend on the size.
 """
 import argparse
 import json
@@ -72,13 +80,50 @@ def latest_checkpoint(ckpt_dir):
     return os.path.join(ckpt_dir, f"ckpt-{max(steps)}.pt") if steps else None
 
 
+ELASTIC = os.environ.get("UNIPOOL_ELASTIC") == "continue"
+
+
+class Reform(Exception):
+    """The membership changed: re-form the process group."""
+
+
+def read_rendezvous(newer_than=-1, wait_s=300.0):
+    """The rendezvous file, once its version is above `newer_than`."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:  # rewritten in place: a half-written file is read again
+            with open(os.environ["UNIPOOL_RENDEZVOUS_FILE"]) as f:
+                rdzv = json.load(f)
+            if rdzv["version"] > newer_than:
+                return rdzv
+        except (OSError, ValueError, KeyError):
+            pass
+        if time.monotonic() > deadline:
+            sys.exit(f"no membership newer than {newer_than} within {wait_s:.0f} s")
+        time.sleep(0.05)
+
+
+def form_group(backend, rdzv, timeout_s):
+    dist.init_process_group(backend=backend,
+                            init_method=f"tcp://{rdzv['masterAddr']}:{rdzv['masterPort']}",
+                            rank=rdzv["rank"], world_size=rdzv["worldSize"],
+                            timeout=timedelta(seconds=timeout_s))
+
+
 def main():
     use_cuda = torch.cuda.is_available()
     local_rank = int(os.environ["LOCAL_RANK"])
     if use_cuda:
         torch.cuda.set_device(local_rank)
+    backend = "nccl" if use_cuda else "gloo"
     kwargs = {"timeout": timedelta(seconds=args.pg_timeout)} if args.pg_timeout > 0 else {}
-    dist.init_process_group(backend="nccl" if use_cuda else "gloo", **kwargs)
+    version = 0
+    if ELASTIC:
+        rdzv = read_rendezvous()
+        version = rdzv["version"]
+        form_group(backend, rdzv, args.pg_timeout or 60)
+    else:
+        dist.init_process_group(backend=backend, **kwargs)
     rank, world = dist.get_rank(), dist.get_world_size()
     device = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
     ckpt_dir = os.environ.get("UNIPOOL_CHECKPOINT_DIR", "checkpoints")
@@ -92,21 +137,66 @@ def main():
     loss_fn = nn.CrossEntropyLoss()
 
     step = 0
-    path = latest_checkpoint(ckpt_dir)
+    global_batch = args.batch_size * world
+    path = latest_checkpoint(ckpt_dir) if version == 0 else None  # a joiner gets its state
     if path:
         ckpt = torch.load(path, map_location=device)
         model.module.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
         step = ckpt["step"]
+        global_batch = ckpt.get("globalBatch", global_batch)
         if len(ckpt["rng"]) == world:
             torch.set_rng_state(ckpt["rng"][rank])
         else:
             torch.manual_seed(1000 + rank + step)  # resumed at another size
     else:
         torch.manual_seed(1000 + rank)  # each rank its own data
-    print(f"rank {rank}/{world} on {os.environ.get('UNIPOOL_NODE')} starts at step {step} "
+    has_state = version == 0
+    print(f"rank {rank}/{world} on {os.environ.get('UNIPOOL_NODE')} "
+          f"{'starts at step ' + str(step) if has_state else 'joins at membership ' + str(version)} "
           f"(restart {os.environ.get('UNIPOOL_RESTART_COUNT')}, {'cuda' if use_cuda else 'cpu/gloo'})",
           flush=True)
+
+    def sync_state():
+        """The furthest rank (a survivor) broadcasts model, optimizer and step."""
+        nonlocal step, global_batch
+        mine = torch.tensor([float(step if has_state else -1)], device=device)
+        everyone = [torch.zeros(1, device=device) for _ in range(world)]
+        dist.all_gather(everyone, mine)
+        src = max(range(world), key=lambda r: (everyone[r].item(), -r))
+        box = [{"model": model.module.state_dict(), "optimizer": optimizer.state_dict(),
+                "step": step, "globalBatch": global_batch} if rank == src else None]
+        dist.broadcast_object_list(box, src=src, device=device)
+        if rank != src:
+            model.module.load_state_dict(box[0]["model"])
+            optimizer.load_state_dict(box[0]["optimizer"])
+            step, global_batch = box[0]["step"], box[0]["globalBatch"]
+
+    def reform(newer_than):
+        """Waits for the next membership and re-forms the group at its size."""
+        nonlocal rank, world, version, model, has_state
+        rdzv = read_rendezvous(newer_than)
+        dist.destroy_process_group()
+        form_group(backend, rdzv, args.pg_timeout or 60)
+        version, rank, world = rdzv["version"], dist.get_rank(), dist.get_world_size()
+        model = DDP(model.module, device_ids=[local_rank] if use_cuda else None)
+        sync_state()
+        has_state = True
+        print(f"rank {rank}/{world}: membership {version}: continuing at step {step} "
+              f"(no restart)", flush=True)
+
+    if ELASTIC:
+        sync_state()
+        has_state = True
+
+    def newest_version():
+        if not ELASTIC:
+            return 0
+        try:
+            with open(os.environ["UNIPOOL_RENDEZVOUS_FILE"]) as f:
+                return json.load(f)["version"]
+        except (OSError, ValueError, KeyError):
+            return version
 
     def save(step):
         began = time.monotonic()
@@ -115,26 +205,35 @@ def main():
         if rank == 0:
             tmp = os.path.join(ckpt_dir, f".ckpt-{step}.tmp")
             torch.save({"model": model.module.state_dict(), "optimizer": optimizer.state_dict(),
-                        "step": step, "rng": rngs}, tmp)
+                        "step": step, "rng": rngs, "globalBatch": global_batch}, tmp)
             os.replace(tmp, os.path.join(ckpt_dir, f"ckpt-{step}.pt"))
             # How long the save held training up; the agent measures its size.
             report({"checkpoint": {"step": step, "path": ckpt_dir,
                                    "seconds": round(time.monotonic() - began, 6)}})
 
-    while step < args.steps:
-        # Everyone stops together: a preempted rank tells the others.
-        flag = torch.tensor([1.0 if stop else 0.0], device=device)
-        dist.all_reduce(flag)
-        if flag.item() > 0:
+    def train_step():
+        """One step; True: stop now (checkpoint written)."""
+        nonlocal step
+        # Everyone stops together (a preempted rank tells the others), and
+        # re-forms together when any rank sees a newer membership.
+        flag = torch.tensor([1.0 if stop else 0.0, float(newest_version())], device=device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        if flag[0].item() > 0:
             save(step)
             print(f"rank {rank}: stopping at step {step}; checkpoint written", flush=True)
-            break
+            return True
+        if flag[1].item() > version:
+            raise Reform()
         if rank == args.stall_rank and step == args.stall_at_step:
             print(f"rank {rank}: stalling at step {step}", flush=True)
             while True:  # a rank that stops talking: the others time out
                 time.sleep(1)
         t0 = time.time()
-        x = torch.randn(args.batch_size, 128, device=device)
+        if ELASTIC:  # the step's global batch, whatever the size; this rank's share
+            g = torch.Generator().manual_seed(1000003 + step)
+            x = torch.randn(global_batch, 128, generator=g).tensor_split(world)[rank].to(device)
+        else:
+            x = torch.randn(args.batch_size, 128, device=device)
         y = (x[:, :10].argmax(dim=1))  # a learnable target
         t_data = time.time()
         optimizer.zero_grad()
@@ -156,6 +255,22 @@ def main():
             print(f"step {step} loss {loss.item():.4f}", flush=True)
         if step % args.checkpoint_every == 0 or step == args.steps:
             save(step)
+        return False
+
+    while step < args.steps:
+        if not ELASTIC:
+            if train_step():
+                break
+            continue
+        try:
+            if train_step():
+                break
+        except Reform:
+            reform(version)
+        except RuntimeError as e:  # a peer is gone: its collective failed
+            print(f"rank {rank}: lost a peer at step {step} ({str(e).splitlines()[0][:120]}); "
+                  f"waiting for the new membership", flush=True)
+            reform(version)
     if step >= args.steps and rank == 0:
         with open(os.path.join(ckpt_dir, "done.json"), "w") as f:
             json.dump({"step": step}, f)

@@ -9,6 +9,13 @@ lines, each rank's with its step, data-loading and communication time (the
 platform's straggler watch). At the end rank 0 writes done.json with the
 final step.
 
+Elastic continue (spec.elastic.onResize: continue, $UNIPOOL_ELASTIC): each
+rank reads $UNIPOOL_RENDEZVOUS_FILE at every step; when its version goes up
+(a node left or joined) the ranks of the new membership meet through files
+in the checkpoint directory, take the step of the furthest survivor (a
+joining rank has none: it receives it, as DDP's ranks receive the model
+from a peer) and go on at the new size without a restart.
+
 Troubles to reproduce, for tests and for `unipool diagnose`:
   --slow-node N     local rank 0 on node N is --slow-factor times slower
                     (--slow-data: its extra time is spent loading data)
@@ -107,7 +114,62 @@ def oom():
         hoard.append(bytearray(16 << 20))
 
 
+elastic = os.environ.get("UNIPOOL_ELASTIC") == "continue"
+rdzv_path = os.environ.get("UNIPOOL_RENDEZVOUS_FILE")
+restart = os.environ.get("UNIPOOL_RESTART_COUNT", "0")
+
+
+def read_rendezvous():
+    while True:  # rewritten in place: a half-written file is read again
+        try:
+            with open(rdzv_path) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            time.sleep(0.02)
+
+
+def meet(rdzv, my_step):
+    """The members of rendezvous `rdzv` meet: each says its step (-1: it has
+    no state, it just joined) and all take the furthest one."""
+    v, r, n = rdzv["version"], rdzv["rank"], rdzv["worldSize"]
+    name = lambda k: os.path.join(ckpt_dir, f"member-r{restart}-v{v}-{k}.json")
+    tmp = name(r) + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump({"step": my_step}, f)
+    os.replace(tmp, name(r))
+    steps = []
+    deadline = time.monotonic() + 120
+    while len(steps) < n:
+        try:
+            steps = [json.load(open(name(k)))["step"] for k in range(n)]
+        except (OSError, ValueError):
+            steps = []
+            if time.monotonic() > deadline:
+                sys.exit(f"rank {r}: the members of version {v} did not all come")
+            time.sleep(0.02)
+    return max(steps)
+
+
+version = 0
+if elastic:
+    rdzv = read_rendezvous()
+    version = rdzv["version"]
+    if version > 0:  # joining a running job: the survivors have the state
+        rank, world = rdzv["rank"], rdzv["worldSize"]
+        step = meet(rdzv, -1)
+        print(f"rank {rank}/{world}: joined at membership {version}, step {step} "
+              f"(from a peer, not a checkpoint)", flush=True)
+
 while step < args.steps:
+    if elastic:
+        rdzv = read_rendezvous()
+        if rdzv["version"] > version:
+            version, rank, world = rdzv["version"], rdzv["rank"], rdzv["worldSize"]
+            step = meet(rdzv, step)
+            print(f"rank {rank}/{world}: membership {version}: continuing at step {step} "
+                  f"(no restart)", flush=True)
+            if step >= args.steps:
+                break
     if stop:
         save(step)
         print(f"rank {rank}: SIGTERM at step {step}; checkpoint written, exiting", flush=True)

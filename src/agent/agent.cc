@@ -376,6 +376,7 @@ void Agent::Run() {
       } else {
         Finish(it->first, run);
       }
+      done_membership_[it->first] = run.membership;
       it = runs_.erase(it);
     }
   }
@@ -440,6 +441,15 @@ void Agent::Reconcile(const Json& assignments) {
     const std::string state = (*a)["state"];
     auto it = runs_.find(id);
     if (it != runs_.end()) {
+      LocalRun& live = *it->second;
+      const int64_t membership = (*a)["world"].value("membership", int64_t{0});
+      if (live.generation == gen && live.membership != membership && !live.run.stopping() &&
+          !TellMembership(id, *a, live)) {
+        log_.Warn("agent", "this node's part of the job changed shape: stopping its processes",
+                  {{"job", id}, {"node", options_.node}});
+        live.gang_failed = true;
+        live.run.Stop(2);
+      }
       if (state == "Preempting" && it->second->generation == gen && !it->second->run.stopping()) {
         log_.Info("agent", "preempted: SIGTERM, then SIGKILL after the grace period",
                   {{"job", id}, {"grace", int64_t{it->second->grace_s}}});
@@ -452,9 +462,56 @@ void Agent::Reconcile(const Json& assignments) {
     // Held while a node of an earlier run has not confirmed its end.
     const bool held = !a->value("clearing", Json::object()).empty();
     auto d = done_.find(id);
-    if (state == "Running" && !held && (d == done_.end() || d->second != gen)) StartRun(*a);
+    // An elastic continue run may come back here with a newer membership.
+    const bool back = (*a)["world"].value("membership", int64_t{0}) > done_membership_[id];
+    if (state == "Running" && !held && (d == done_.end() || d->second != gen || back)) StartRun(*a);
   }
   std::erase_if(gone_sent_, [&](const auto& e) { return !want.contains(e.first); });
+}
+
+// Tells the processes of an elastic continue run their new membership:
+// each one's rendezvous file gets its new rank, world and master (they
+// poll it, re-form their process group and go on). False when this node's
+// processes are not the ones the membership lists here.
+bool Agent::TellMembership(int64_t job, const Json& a, LocalRun& run) {
+  const std::vector<Member> members = MembersHere(a);
+  if (members.size() != run.rendezvous.size() || members.size() != run.reports.size()) {
+    return false;
+  }
+  run.rank0 = false;
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (Status st = WriteRendezvous(run.rendezvous[i], RendezvousOf(a, members[i])); !st.ok()) {
+      log_.Warn("agent", st.message(), {{"job", job}, {"node", options_.node}});
+      return false;
+    }
+    run.reports[i].rank = static_cast<int32_t>(members[i].rank);  // its signals' rank
+    if (members[i].rank == 0) {
+      run.rank0 = true;
+      run.report0 = run.reports[i].path;
+    }
+  }
+  run.membership = a["world"].value("membership", int64_t{0});
+  log_.Info("agent", "new membership: the processes re-form their group",
+            {{"job", job},
+             {"membership", run.membership},
+             {"worldSize", a["world"]["worldSize"].get<int64_t>()},
+             {"node", options_.node}});
+  return true;
+}
+
+// A run directory of an elastic continue job that this node left (it was
+// lost, or its part was given back) and now rejoins with a newer
+// membership: the old one is kept beside (run-G.left-M) and true returned.
+// False: the same membership, so this agent restarted under its run.
+bool Agent::SetAsideForRejoin(int64_t job, const Json& a, const std::string& dir) {
+  const int64_t membership = a["world"].value("membership", int64_t{0});
+  if (!a["spec"].value("elasticContinue", false) || membership == 0) return false;
+  std::error_code ec;
+  const std::string aside = dir + ".left-" + std::to_string(membership);
+  fs::rename(dir, aside, ec);
+  if (ec) return false;
+  log_.Info("agent", "rejoining a run this node left", {{"job", job}, {"node", options_.node}});
+  return true;
 }
 
 // The run of the job up to which the server waits for this node to confirm
@@ -492,7 +549,7 @@ void Agent::StartRun(const Json& a) {
   }
   run->dir =
       options_.work_dir + "/jobs/" + std::to_string(id) + "/run-" + std::to_string(run->generation);
-  if (fs::exists(run->dir)) {
+  if (fs::exists(run->dir) && !SetAsideForRejoin(id, a, run->dir)) {
     // This agent ran it before it restarted: its processes died with it.
     done_[id] = run->generation;
     Report(id, run->generation, "disrupted",
@@ -503,6 +560,10 @@ void Agent::StartRun(const Json& a) {
   Status st = listed.ok() ? Status::Ok() : listed.status();
   if (st.ok() && listed->empty()) return;  // nothing of it runs here
   if (st.ok()) st = PrepareRunDir(*run);
+  const std::vector<Member> members = MembersHere(a);
+  for (size_t i = 0; st.ok() && i < run->rendezvous.size() && i < members.size(); ++i) {
+    st = WriteRendezvous(run->rendezvous[i], RendezvousOf(a, members[i]));
+  }
   if (!st.ok()) {
     log_.Warn("agent", "run refused: " + st.message(), {{"job", id}, {"node", options_.node}});
     Report(id, run->generation, "failed", "cannot start on " + options_.node + ": " + st.message());

@@ -206,6 +206,23 @@ class Agent {
     int64_t world = 0;    // > 0: WORLD_SIZE is the tasks and RANK the task's index
     std::vector<int> gpus;
   };
+  // One process of this node in a run's membership: its global rank, its
+  // launch view, and the torchrun variables (RANK, WORLD_SIZE) it gets.
+  struct Member {
+    int64_t rank;
+    Slot slot;
+    int64_t env_rank, env_world;
+  };
+  // This node's processes in assignment `a`, in launch order.
+  std::vector<Member> MembersHere(const Json& a) const;
+  // The rendezvous a process reads ($UNIPOOL_RENDEZVOUS_FILE): its place in
+  // the membership of assignment `a` (docs/cli.md, "Elastic continue").
+  static Json RendezvousOf(const Json& a, const Member& m);
+  // An elastic continue run's membership changed: each process's
+  // rendezvous file is rewritten (false: this node's part changed shape,
+  // which only a restart can give).
+  bool TellMembership(int64_t job, const Json& a, LocalRun& run);
+  bool SetAsideForRejoin(int64_t job, const Json& a, const std::string& dir);
   // The processes of one node's GPUs `gpus` by launch mode (io::LaunchMode).
   static std::vector<Slot> Slots(const std::string& launch, const Json& spec,
                                  const std::vector<int>& gpus, int64_t node_rank, int64_t nnodes,
@@ -213,8 +230,11 @@ class Agent {
   Status MakeCheckpointDir(const std::string& dir, const Identity& who) const;
   Status ContainerOf(const Json& spec, bool tenant, Workplace* w) const;
   Status SecretsOf(const Json& a, Workplace* w) const;
+  struct RunFiles {
+    std::string report, rendezvous;  // the process's own (mounted in its container)
+  };
   Status Containerize(const Workplace& w, const std::string& run_dir, const std::vector<int>& gpus,
-                      const std::string& report, ProcessSpec* p) const;
+                      const RunFiles& files, ProcessSpec* p) const;
   Status PrepareRunDir(const LocalRun& run) const;
   void ServeLogs();
   std::string Health();
@@ -262,6 +282,9 @@ class Agent {
 
   std::map<int64_t, std::unique_ptr<LocalRun>> runs_;  // by job; main loop only
   std::map<int64_t, int64_t> done_;                    // job -> generation that ended here
+  // job -> the membership its run here had when it ended (an elastic
+  // continue job may come back to this node in the same run, later).
+  std::map<int64_t, int64_t> done_membership_;
   std::map<int64_t, int64_t> gone_sent_;  // job -> when "gone" was last sent; main loop only
   struct Pending {
     int64_t generation;

@@ -25,6 +25,10 @@ struct ReportFile {
 // One job run on this node.
 struct Agent::LocalRun {
   int64_t generation = 0;
+  // Elastic continue: the membership its processes were last told, and
+  // each process's rendezvous file (launch order).
+  int64_t membership = 0;
+  std::vector<std::string> rendezvous;
   bool preempted = false;    // stopping because the server asked (report "stopped")
   bool gang_failed = false;  // a process failed: the agent killed the rest (report "failed")
   bool rank0 = false;        // this node runs global rank 0
@@ -58,5 +62,9 @@ struct Agent::LocalRun {
 // `node`: a task is a gpusPerTask task, else the node's whole share.
 io::TaskLimits LimitsOf(const Json& spec);
 int64_t TasksOn(const Json& assignment, const std::string& node);
+
+// Writes a rendezvous file in place, in one write (a reader that cannot
+// parse it reads again); never through a link.
+Status WriteRendezvous(const std::string& path, const Json& rendezvous);
 
 }  // namespace unipool::agent

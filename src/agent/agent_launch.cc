@@ -165,9 +165,10 @@ Status Agent::ContainerOf(const Json& spec, bool tenant, Workplace* w) const {
 }
 
 // The process `p` run through the node's runtime: its argv becomes the
-// runtime's, with the job's mounts, its report file and its GPUs.
+// runtime's, with the job's mounts, its report and rendezvous files and
+// its GPUs.
 Status Agent::Containerize(const Workplace& w, const std::string& run_dir,
-                           const std::vector<int>& gpus, const std::string& report,
+                           const std::vector<int>& gpus, const RunFiles& files,
                            ProcessSpec* p) const {
   ContainerRun c;
   c.image = w.image;
@@ -178,7 +179,8 @@ Status Agent::Containerize(const Workplace& w, const std::string& run_dir,
   for (ContainerMount& m : c.mounts) {
     if (m.src.starts_with("empty-")) m.src = run_dir + "/" + m.src;
   }
-  c.mounts.push_back({report, report, false});
+  c.mounts.push_back({files.report, files.report, false});
+  c.mounts.push_back({files.rendezvous, files.rendezvous, true});
   c.devices = GpuDevices(gpus);
   for (const auto& [name, value] : p->env) c.env_names.push_back(name);
   c.command = p->argv;
@@ -221,6 +223,52 @@ Status Agent::MakeCheckpointDir(const std::string& dir, const Identity& who) con
   return out;
 }
 
+std::vector<Agent::Member> Agent::MembersHere(const Json& a) const {
+  const Json& spec = a["spec"];
+  const Json& world = a["world"];
+  const std::string launch = spec.value("launch", "per-gpu");
+  const int64_t world_size = world["worldSize"].get<int64_t>();
+  std::vector<Member> out;
+  for (const Json& t : a["tasks"]) {
+    if (t["node"] != options_.node) continue;
+    const std::vector<int> gpus = t["gpus"];
+    const int64_t first = t["firstRank"];
+    for (Slot& slot : Slots(launch, spec, gpus, t["nodeRank"], world["nnodes"], world_size)) {
+      const int64_t rank = first + slot.rank_offset;
+      if (slot.node_rank < 0) slot.node_rank = rank / slot.local_world;  // a task's index
+      const bool tasks = slot.world > 0;  // a per-task process: RANK is the task's
+      out.push_back(
+          Member{rank, slot, tasks ? slot.node_rank : rank, tasks ? slot.world : world_size});
+    }
+  }
+  return out;
+}
+
+Json Agent::RendezvousOf(const Json& a, const Member& m) {
+  const Json& world = a["world"];
+  return Json{{"version", world.value("membership", int64_t{0})},
+              {"rank", m.env_rank},
+              {"worldSize", m.env_world},
+              {"localRank", m.slot.local_rank},
+              {"localWorldSize", m.slot.local_world},
+              {"groupRank", m.slot.node_rank},
+              {"nnodes", m.slot.nnodes},
+              {"masterAddr", world["masterAddr"]},
+              {"masterPort", world["masterPort"]},
+              {"restartCount", a["generation"].get<int64_t>() - 1},
+              {"runId", std::to_string(a["id"].get<int64_t>())}};
+}
+
+Status WriteRendezvous(const std::string& path, const Json& rendezvous) {
+  const std::string text = rendezvous.dump() + "\n";
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return Unavailable("cannot write " + path + ": " + std::strerror(errno));
+  const ssize_t n = write(fd, text.data(), text.size());
+  close(fd);
+  if (n != static_cast<ssize_t>(text.size())) return Unavailable("cannot write " + path);
+  return Status::Ok();
+}
+
 Result<std::vector<ProcessSpec>> Agent::Processes(const Json& a, LocalRun& run) const {
   const Json& spec = a["spec"];
   const Json& world = a["world"];
@@ -228,79 +276,83 @@ Result<std::vector<ProcessSpec>> Agent::Processes(const Json& a, LocalRun& run) 
   std::vector<std::string> argv = spec["command"].get<std::vector<std::string>>();
   for (const Json& arg : spec.value("args", Json::array())) argv.push_back(arg);
   const std::string launch = spec.value("launch", "per-gpu");
-  const int64_t world_size = world["worldSize"].get<int64_t>();
+  const std::vector<Member> members = MembersHere(a);
   std::vector<ProcessSpec> out;
-  for (const Json& t : a["tasks"]) {
-    if (t["node"] != options_.node) continue;
-    if (out.empty()) {
-      Result<Workplace> w = WorkplaceOf(a);
-      if (!w.ok()) return w.status();
-      run.place = std::move(w).value();
+  if (members.empty()) return out;  // nothing of it runs here
+  Result<Workplace> w = WorkplaceOf(a);
+  if (!w.ok()) return w.status();
+  run.place = std::move(w).value();
+  run.membership = world.value("membership", int64_t{0});
+  const bool elastic = spec.value("elasticContinue", false);
+  for (const Member& m : members) {
+    const Slot& slot = m.slot;
+    ProcessSpec p;
+    p.argv = argv;
+    p.rank = static_cast<int>(m.rank);
+    p.working_dir = run.place.working_dir;
+    p.as = run.place.who;
+    p.make_dirs = run.place.make_dirs;
+    p.log_path = run.dir + "/rank-" + std::to_string(p.rank) + ".log";
+    p.log_limits = options_.logs;
+    const std::string report = run.dir + "/report-rank-" + std::to_string(p.rank) + ".jsonl";
+    const std::string rendezvous = run.dir + "/rendezvous-rank-" + std::to_string(p.rank) + ".json";
+    // The node's base, then the job's variables, then the launch's own
+    // (which the job cannot change: its GPUs, ranks and the agent's tags).
+    p.env = BaseEnvironment(p.as, environ);
+    p.env.emplace_back("PYTHONUNBUFFERED", "1");
+    for (const Json& e : spec.value("env", Json::array())) {
+      p.env.emplace_back(e.value("name", ""), e.value("value", ""));
     }
-    const std::vector<int> gpus = t["gpus"];
-    const int64_t first = t["firstRank"];
-    for (Slot& slot : Slots(launch, spec, gpus, t["nodeRank"], world["nnodes"], world_size)) {
-      ProcessSpec p;
-      p.argv = argv;
-      p.rank = static_cast<int>(first + slot.rank_offset);
-      if (slot.node_rank < 0) slot.node_rank = p.rank / slot.local_world;  // a task's index
-      p.working_dir = run.place.working_dir;
-      p.as = run.place.who;
-      p.make_dirs = run.place.make_dirs;
-      p.log_path = run.dir + "/rank-" + std::to_string(p.rank) + ".log";
-      p.log_limits = options_.logs;
-      const std::string report = run.dir + "/report-rank-" + std::to_string(p.rank) + ".jsonl";
-      // The node's base, then the job's variables, then the launch's own
-      // (which the job cannot change: its GPUs, ranks and the agent's tags).
-      p.env = BaseEnvironment(p.as, environ);
-      p.env.emplace_back("PYTHONUNBUFFERED", "1");
-      for (const Json& e : spec.value("env", Json::array())) {
-        p.env.emplace_back(e.value("name", ""), e.value("value", ""));
-      }
-      p.env.insert(p.env.end(), run.place.secrets.begin(), run.place.secrets.end());
-      const std::string addr = world["masterAddr"];
-      const std::string port = std::to_string(world["masterPort"].get<int>());
+    p.env.insert(p.env.end(), run.place.secrets.begin(), run.place.secrets.end());
+    const std::string addr = world["masterAddr"];
+    const std::string port = std::to_string(world["masterPort"].get<int>());
+    const std::string restarts = std::to_string(run.generation - 1);
+    for (auto& kv : std::vector<std::pair<std::string, std::string>>{
+             {"MASTER_ADDR", addr},
+             {"MASTER_PORT", port},
+             {"WORLD_SIZE", std::to_string(m.env_world)},
+             {"RANK", std::to_string(m.env_rank)},
+             {"LOCAL_RANK", std::to_string(slot.local_rank)},
+             {"LOCAL_WORLD_SIZE", std::to_string(slot.local_world)},
+             {"NODE_RANK", std::to_string(slot.node_rank)},
+             {"GROUP_RANK", std::to_string(slot.node_rank)},
+             {"NNODES", std::to_string(slot.nnodes)},
+             {"NPROC_PER_NODE", std::to_string(slot.local_world)},
+             {"CUDA_VISIBLE_DEVICES", slot.visible},
+             {"UNIPOOL_JOB_ID", std::to_string(id)},
+             {"UNIPOOL_JOB_NAME", a.value("name", "")},
+             {"UNIPOOL_RESTART_COUNT", restarts},
+             {"TORCHELASTIC_RESTART_COUNT", restarts},
+             {"TORCHELASTIC_RUN_ID", std::to_string(id)},
+             {"UNIPOOL_CHECKPOINT_DIR", run.place.checkpoint_dir},
+             {"UNIPOOL_REPORT_FILE", report},
+             {"UNIPOOL_RENDEZVOUS_FILE", rendezvous},
+             {"UNIPOOL_NODE", options_.node}}) {
+      p.env.push_back(std::move(kv));
+    }
+    if (std::string every = CheckpointIntervalEnv(a); !every.empty()) {
+      p.env.emplace_back("UNIPOOL_CHECKPOINT_INTERVAL", std::move(every));
+    }
+    if (elastic) p.env.emplace_back("UNIPOOL_ELASTIC", "continue");
+    if (launch != "per-gpu") {  // torchrun in the process reads its defaults from PET_*
       for (auto& kv : std::vector<std::pair<std::string, std::string>>{
-               {"MASTER_ADDR", addr},
-               {"MASTER_PORT", port},
-               {"WORLD_SIZE", std::to_string(slot.world > 0 ? slot.world : world_size)},
-               {"RANK", std::to_string(slot.world > 0 ? slot.node_rank : p.rank)},
-               {"LOCAL_RANK", std::to_string(slot.local_rank)},
-               {"LOCAL_WORLD_SIZE", std::to_string(slot.local_world)},
-               {"NODE_RANK", std::to_string(slot.node_rank)},
-               {"GROUP_RANK", std::to_string(slot.node_rank)},
-               {"NNODES", std::to_string(slot.nnodes)},
-               {"NPROC_PER_NODE", std::to_string(slot.local_world)},
-               {"CUDA_VISIBLE_DEVICES", slot.visible},
-               {"UNIPOOL_JOB_ID", std::to_string(id)},
-               {"UNIPOOL_JOB_NAME", a.value("name", "")},
-               {"UNIPOOL_RESTART_COUNT", std::to_string(run.generation - 1)},
-               {"UNIPOOL_CHECKPOINT_DIR", run.place.checkpoint_dir},
-               {"UNIPOOL_REPORT_FILE", report},
-               {"UNIPOOL_NODE", options_.node}}) {
+               {"PET_NNODES", std::to_string(slot.nnodes)},
+               {"PET_NODE_RANK", std::to_string(slot.node_rank)},
+               {"PET_NPROC_PER_NODE", std::to_string(slot.local_world)},
+               {"PET_MASTER_ADDR", addr},
+               {"PET_MASTER_PORT", port}}) {
         p.env.push_back(std::move(kv));
       }
-      if (std::string every = CheckpointIntervalEnv(a); !every.empty()) {
-        p.env.emplace_back("UNIPOOL_CHECKPOINT_INTERVAL", std::move(every));
-      }
-      if (launch != "per-gpu") {  // torchrun in the process reads its defaults from PET_*
-        for (auto& kv : std::vector<std::pair<std::string, std::string>>{
-                 {"PET_NNODES", std::to_string(slot.nnodes)},
-                 {"PET_NODE_RANK", std::to_string(slot.node_rank)},
-                 {"PET_NPROC_PER_NODE", std::to_string(slot.local_world)},
-                 {"PET_MASTER_ADDR", addr},
-                 {"PET_MASTER_PORT", port}}) {
-          p.env.push_back(std::move(kv));
-        }
-      }
-      if (!run.place.image.empty()) {
-        UNIPOOL_RETURN_IF_ERROR(Containerize(run.place, run.dir, slot.gpus, report, &p));
-      }
-      run.reports.push_back(ReportFile{report, 0, p.rank});
-      if (p.rank == 0) run.report0 = report;
-      if (p.rank == 0) run.rank0 = true;
-      out.push_back(std::move(p));
     }
+    if (!run.place.image.empty()) {
+      UNIPOOL_RETURN_IF_ERROR(
+          Containerize(run.place, run.dir, slot.gpus, {report, rendezvous}, &p));
+    }
+    run.reports.push_back(ReportFile{report, 0, p.rank});
+    run.rendezvous.push_back(rendezvous);
+    if (p.rank == 0) run.report0 = report;
+    if (p.rank == 0) run.rank0 = true;
+    out.push_back(std::move(p));
   }
   return out;
 }

@@ -106,6 +106,24 @@ TEST(SimCommandTest, TwoStageCheckpointsBeatDirectOnTheLlama3FailureRate) {
   EXPECT_EQ(staged["failures"]["count"], direct["failures"]["count"]);  // the same seed
 }
 
+// Training keeps going (docs/sim.md, "Elastic continue and straggler
+// replacement"): on the Llama 3 failure rate with slow nodes, elastic
+// continue loses a tenth of the failure GPU-hours a restart from the
+// checkpoint does, and replacing stragglers wins back the slow time.
+TEST(SimCommandTest, ElasticContinueAndStragglerReplacementKeepTheLlama3RunGoing) {
+  const json p = PoliciesOf("examples/sims/llama3-elastic.yaml");
+  ASSERT_EQ(p.size(), 3u);
+  const json &restart = p[0], &elastic = p[1], &replace = p[2];
+  EXPECT_EQ(elastic["failures"]["count"], restart["failures"]["count"]);  // the same seed
+  EXPECT_LT(elastic["failures"]["lostGpuHours"].get<double>(),
+            restart["failures"]["lostGpuHours"].get<double>() / 10);
+  EXPECT_GT(elastic["ettr"].get<double>(), restart["ettr"].get<double>() + 0.03);
+  EXPECT_GT(replace["ettr"].get<double>(), elastic["ettr"].get<double>() + 0.01);
+  EXPECT_GT(restart["stragglers"]["count"].get<int64_t>(), 0);
+  EXPECT_EQ(restart["stragglers"]["replaced"], 0);  // onStraggler: warn
+  EXPECT_GT(replace["stragglers"]["replaced"].get<int64_t>(), 0);
+}
+
 TEST(SimCommandTest, WritesReportAndTimeSeries) {
   const std::string dir = ::testing::TempDir();
   const std::string html = dir + "/report.html", csv = dir + "/series.csv";

@@ -103,6 +103,10 @@ struct JobRequest {
   int32_t priority = 0;        // explicit priority; used when priority_class is ""
   bool preemptible = true;
   int64_t min_gpus = 0;  // elastic: 0 = not elastic; else 1..gpus
+  // elastic.onResize: continue: the processes live through a resize and
+  // read the new membership from $UNIPOOL_RENDEZVOUS_FILE (a lost node
+  // shrinks the job in place); false (restart): every resize restarts them.
+  bool elastic_continue = false;
   RestartPolicy restart;
   std::string checkpoint_dir;
   Duration checkpoint_interval;      // 0: the job decides

@@ -134,9 +134,15 @@ Status ReadNativeShape(const Fields& f, JobRequest* job) {
     return Expected(f.Get("placement"), f.PathOf("placement"), "pack or spread");
   }
   if (f.Has("elastic")) {
-    Result<Fields> e = Fields::Of(f.Get("elastic"), "spec.elastic", {"minGpus"});
+    Result<Fields> e = Fields::Of(f.Get("elastic"), "spec.elastic", {"minGpus", "onResize"});
     if (!e.ok()) return e.status();
     UNIPOOL_RETURN_IF_ERROR(e->Int("minGpus", &job->min_gpus, 1, job->gpus, true));
+    std::string on_resize = "restart";
+    UNIPOOL_RETURN_IF_ERROR(ReadFieldString(*e, "onResize", &on_resize));
+    if (on_resize != "restart" && on_resize != "continue") {
+      return Expected(e->Get("onResize"), e->PathOf("onResize"), "restart or continue");
+    }
+    job->elastic_continue = on_resize == "continue";
     if (job->exclusive) {
       return InvalidArgument("spec.elastic: an exclusive job has a fixed size",
                              LocOf(f.Get("elastic")));

@@ -234,6 +234,7 @@ Status ReadStoredScheduling(const JsonFields& f, JobRequest* r) {
   UNIPOOL_RETURN_IF_ERROR(ReadStoredShape(f, r));
   UNIPOOL_RETURN_IF_ERROR(ReadStoredLimits(f, &r->limits));
   UNIPOOL_RETURN_IF_ERROR(f.Int("minGpus", &r->min_gpus, 0, r->gpus));
+  UNIPOOL_RETURN_IF_ERROR(f.Bool("elasticContinue", &r->elastic_continue));
   UNIPOOL_RETURN_IF_ERROR(ReadStoredLaunch(f, &r->launch));
   UNIPOOL_RETURN_IF_ERROR(f.String("queue", &r->queue));
   UNIPOOL_RETURN_IF_ERROR(f.String("priorityClass", &r->priority_class));
@@ -310,7 +311,7 @@ Result<JobRequest> FromJson(const json& j) {
                                                 "launch",        "image",
                                                 "sourceKind",    "progressTimeoutNs",
                                                 "prefer",        "maxWaitNs",
-                                                "onStraggler"});
+                                                "onStraggler",   "elasticContinue"});
   if (!f.ok()) return f.status();
   JobRequest r;
   UNIPOOL_RETURN_IF_ERROR(ReadStoredProcess(*f, &r));
@@ -372,6 +373,7 @@ nlohmann::json JobRequestToJson(const JobRequest& r) {
       {"priority", r.priority},
       {"preemptible", r.preemptible},
       {"minGpus", r.min_gpus},
+      {"elasticContinue", r.elastic_continue},
       {"restart",
        {{"maxRestarts", r.restart.max_restarts}, {"backoffNs", r.restart.backoff.value()}}},
       {"checkpointDir", r.checkpoint_dir},

@@ -67,6 +67,7 @@ void ExpectSameJob(const JobRequest& a, const JobRequest& b) {
   EXPECT_EQ(a.priority, b.priority);
   EXPECT_EQ(a.preemptible, b.preemptible);
   EXPECT_EQ(a.min_gpus, b.min_gpus);
+  EXPECT_EQ(a.elastic_continue, b.elastic_continue);
   EXPECT_EQ(a.restart.max_restarts, b.restart.max_restarts);
   EXPECT_EQ(a.restart.backoff, b.restart.backoff);
   EXPECT_EQ(a.checkpoint_dir, b.checkpoint_dir);
@@ -105,7 +106,7 @@ spec:
   image: registry.example.com/llm:2
   gpus: 64
   gpusPerNode: 8
-  elastic: {minGpus: 16}
+  elastic: {minGpus: 16, onResize: continue}
   launch: per-node
   queue: research/nlp
   priorityClassName: high
@@ -134,6 +135,7 @@ TEST(JobSpecTest, ReadsEveryNativeField) {
   EXPECT_EQ(j.gpus, 64);
   EXPECT_EQ(j.gpus_per_node, 8);
   EXPECT_EQ(j.min_gpus, 16);
+  EXPECT_TRUE(j.elastic_continue);
   EXPECT_EQ(j.launch, LaunchMode::kPerNode);
   EXPECT_EQ(j.queue, "research/nlp");
   EXPECT_EQ(j.priority_class, "high");
@@ -491,6 +493,8 @@ TEST(JobSpecTest, RejectsBadSpecs) {
       {Native("  gpus: 1\n  args: [\xed\xa0\x80]\n"), "spec.args[0]: expected UTF-8 text"},
       {Native("  gpus: 8\n  gpusPerNode: 3\n"), "spec.gpusPerNode: 3 does not divide spec.gpus"},
       {Native("  gpus: 8\n  elastic: {minGpus: 9}\n"), "spec.elastic.minGpus: expected a whole"},
+      {Native("  gpus: 8\n  elastic: {minGpus: 4, onResize: later}\n"),
+       "spec.elastic.onResize: expected restart or continue, got 'later'"},
       {Native("  gpus: 1\n  env: [{name: A}, {name: A}]\n"), "spec.env[1].name: 'A' is set twice"},
       {Native("  gpus: 1\n  env: {A-B: x}\n"), "spec.env.A-B: expected an environment variable"},
       {Native("  gpus: 1\n  gpuz: 2\n"), "spec: unknown field 'gpuz' (did you mean 'gpus'?)"},
@@ -581,6 +585,7 @@ JobRequest FullRequest() {
   r.priority = -1000000;
   r.preemptible = false;
   r.min_gpus = 8;
+  r.elastic_continue = true;
   r.restart = {10000, Nanoseconds(1234567891)};
   r.checkpoint_dir = "c";
   r.checkpoint_interval = Nanoseconds(int64_t{1} << 62);

@@ -309,12 +309,51 @@ Status ReadMaintenance(const YAML::Node& node, const std::string& path, const To
   return f->Dur("every", &m->every);
 }
 
+// elastic: restart | continue, elasticMinShare, elasticStep, rejoinCost,
+// onStraggler: warn | replace.
+Status ReadPolicyElastic(const Fields& f, sim::PolicyConfig* p) {
+  std::string elastic, straggler;
+  UNIPOOL_RETURN_IF_ERROR(f.String("elastic", &elastic));
+  if (!elastic.empty() && elastic != "restart" && elastic != "continue") {
+    return Expected(f.Get("elastic"), f.PathOf("elastic"), "restart or continue");
+  }
+  if (!elastic.empty()) p->elastic_continue = elastic == "continue";
+  UNIPOOL_RETURN_IF_ERROR(f.Double("elasticMinShare", &p->elastic_min_share, 0, 1));
+  int64_t step = p->elastic_step.value();
+  UNIPOOL_RETURN_IF_ERROR(f.Int("elasticStep", &step, 0, int64_t{1} << 40));
+  p->elastic_step = Gpus(step);
+  UNIPOOL_RETURN_IF_ERROR(f.Dur("rejoinCost", &p->rejoin_cost));
+  UNIPOOL_RETURN_IF_ERROR(f.String("onStraggler", &straggler));
+  if (!straggler.empty() && straggler != "warn" && straggler != "replace") {
+    return Expected(f.Get("onStraggler"), f.PathOf("onStraggler"), "warn or replace");
+  }
+  if (!straggler.empty()) p->replace_stragglers = straggler == "replace";
+  return Status::Ok();
+}
+
+Status ReadStraggler(const YAML::Node& node, const std::string& path, sim::StragglerProcess* sp) {
+  Result<Fields> f =
+      Fields::Of(node, path, {"per1000NodeDays", "slowdown", "duration", "detection"});
+  if (!f.ok()) return f.status();
+  UNIPOOL_RETURN_IF_ERROR(f->Double("per1000NodeDays", &sp->per_1000_node_days, 0, 1e9));
+  if (!(sp->per_1000_node_days > 0)) {
+    return InvalidArgument(path + ".per1000NodeDays: required, > 0", f->loc());
+  }
+  UNIPOOL_RETURN_IF_ERROR(f->Double("slowdown", &sp->slowdown, 1, 1000));
+  UNIPOOL_RETURN_IF_ERROR(f->Dur("duration", &sp->duration));
+  if (sp->duration.value() <= 0) {
+    return Expected(f->Get("duration"), f->PathOf("duration"), "a duration > 0");
+  }
+  return f->Dur("detection", &sp->detection);
+}
+
 Status ReadPolicy(const YAML::Node& node, const std::string& path, sim::PolicyConfig* p) {
   Result<Fields> f =
       Fields::Of(node, path,
                  {"name", "preset", "placer", "preemption", "backfill", "minRuntime", "checkpoint",
                   "checkpointInterval", "flakyFailures", "compactMaxWait", "commShare",
-                  "queueOrder", "powerCaps", "twoStage"});
+                  "queueOrder", "powerCaps", "twoStage", "elastic", "elasticMinShare",
+                  "elasticStep", "rejoinCost", "onStraggler"});
   if (!f.ok()) return f.status();
   std::string preset;
   UNIPOOL_RETURN_IF_ERROR(f->String("preset", &preset));
@@ -350,6 +389,7 @@ Status ReadPolicy(const YAML::Node& node, const std::string& path, sim::PolicyCo
     }
     p->override_queue_order = true;
   }
+  UNIPOOL_RETURN_IF_ERROR(ReadPolicyElastic(*f, p));
   int64_t flaky = p->scheduler.flaky_failures;
   UNIPOOL_RETURN_IF_ERROR(f->Int("flakyFailures", &flaky, 1, 1 << 30));
   p->scheduler.flaky_failures = static_cast<int>(flaky);
@@ -377,9 +417,10 @@ Status ReadList(const Fields& f, const char* key, std::vector<T>* out, Fn read) 
 
 Status ReadSpec(const YAML::Node& node, const std::string& file, const std::string& cluster_override,
                 SimFile* out) {
-  Result<Fields> f = Fields::Of(node, "spec",
-                                {"cluster", "seed", "horizon", "sampleInterval", "cycleInterval",
-                                 "workload", "queues", "failures", "maintenance", "policies"});
+  Result<Fields> f =
+      Fields::Of(node, "spec",
+                 {"cluster", "seed", "horizon", "sampleInterval", "cycleInterval", "workload",
+                  "queues", "failures", "stragglers", "maintenance", "policies"});
   if (!f.ok()) return f.status();
   std::string cluster;
   UNIPOOL_RETURN_IF_ERROR(f->String("cluster", &cluster, cluster_override.empty()));
@@ -417,6 +458,7 @@ Status ReadSpec(const YAML::Node& node, const std::string& file, const std::stri
                                    [&](const YAML::Node& n, const std::string& p, sim::FailureProcess* fp) {
                                      return ReadFailure(n, p, t, fp);
                                    }));
+  UNIPOOL_RETURN_IF_ERROR(ReadList(*f, "stragglers", &out->config.stragglers, ReadStraggler));
   UNIPOOL_RETURN_IF_ERROR(ReadList(*f, "maintenance", &out->config.maintenance,
                                    [&](const YAML::Node& n, const std::string& p, sim::Maintenance* m) {
                                      return ReadMaintenance(n, p, t, m);

@@ -130,6 +130,12 @@ std::vector<std::pair<std::string, std::vector<std::string>>> ComparisonRows(
   add("failures, lost GPU-h", [](const S& s) {
     return Thousands(s.failures) + ", " + Thousands(std::llround(s.failure_lost_gpu_hours));
   });
+  if (std::any_of(runs.begin(), runs.end(),
+                  [](const SimRun& r) { return r.summary.stragglers > 0; })) {
+    add("stragglers, replaced", [](const S& s) {
+      return Thousands(s.stragglers) + ", " + Thousands(s.straggler_replacements);
+    });
+  }
   add("preemptions, lost GPU-h", [](const S& s) {
     return Thousands(s.preemptions) + ", " + Thousands(std::llround(s.preemption_lost_gpu_hours));
   });
@@ -232,6 +238,7 @@ std::string SimJson(const SimHeader& h, const std::vector<SimRun>& runs) {
                                           {"jobsHit", c.jobs_hit},
                                           {"lostGpuHours", c.lost_gpu_hours}});
     }
+    p["stragglers"] = {{"count", s.stragglers}, {"replaced", s.straggler_replacements}};
     p["preemptions"] = {{"count", s.preemptions}, {"lostGpuHours", s.preemption_lost_gpu_hours}};
     p["power"] = {{"itEnergyMwh", s.it_energy_mwh},
                   {"facilityEnergyMwh", s.facility_energy_mwh},

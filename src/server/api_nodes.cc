@@ -224,7 +224,8 @@ Json ApiServer::AssignmentJson(const JobRecord& j) {
   out["world"] = {{"masterAddr", master},
                   {"masterPort", MasterPort(j)},
                   {"worldSize", rank},
-                  {"nnodes", j.tasks.size()}};
+                  {"nnodes", j.tasks.size()},
+                  {"membership", j.membership}};
   out["graceSeconds"] = control_.GraceSeconds(j.request.queue);
   out["checkpointIntervalSeconds"] = control_.CheckpointIntervalSeconds(j);
   // The secret values: only in the assignments of the job's own nodes.

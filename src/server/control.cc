@@ -357,6 +357,7 @@ Result<sched::JobSpec> ControlPlane::ToSchedSpec(int64_t id, const io::JobReques
   s.gpus = Gpus(r.gpus);
   UNIPOOL_RETURN_IF_ERROR(SetShape(r, s));
   s.min_gpus = Gpus(r.min_gpus);
+  s.continue_on_resize = r.elastic_continue && r.min_gpus > 0;
   s.runtime_estimate = r.time_limit;
   if (r.gpus > topo_.num_gpus().value()) {
     return InvalidArgument("spec.gpus: " + std::to_string(r.gpus) +

@@ -74,6 +74,10 @@ struct JobRecord {
   int32_t disruptions = 0;  // restarts the job did not cause: a node lost, its agent fenced
   int32_t preemptions = 0;
   int64_t generation = 0;  // incremented at each start: one run of the job
+  // The run's rendezvous version: 0 at its start, +1 at each in-place
+  // resize of an elastic continue job (its processes go on with the new
+  // membership; RendezvousJson in the agent's assignment).
+  int64_t membership = 0;
   // The run's rendezvous port (MASTER_PORT), chosen when it starts (see
   // MasterPort); 0 in records written before it existed.
   int32_t master_port = 0;
@@ -511,6 +515,7 @@ class ControlPlane {
   void LossLocked(JobRecord& job, const std::string& progress, Time now, store::Txn& txn);
   train::SignalWindow& WindowLocked(const JobRecord& job);
   void ActOnFinding(JobRecord& job, const train::Finding& f, Time now, store::Txn& txn);
+  void ResizeInPlace(JobRecord& job, const sched::ResizeJob& x, Time now, store::Txn& txn);
   void StopHeldRun(JobRecord& job, const sched::PreemptJob& x, Time now, store::Txn& txn);
   void ExpireLeases(Time now, store::Txn& txn);
   // The job's own failure, reported from `node` ("" when none): restarted
@@ -600,6 +605,7 @@ class ControlPlane {
   std::set<int64_t> peer_failures_;     // jobs with a peer_failure_generation
   struct JobSignals {
     int64_t generation = 0;
+    int64_t membership = 0;  // the ranks change with it: a new window
     train::SignalWindow window;
   };
   std::map<int64_t, JobSignals> signals_;  // running jobs' training signals (memory only)

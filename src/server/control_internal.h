@@ -17,6 +17,10 @@ std::string ResumePoint(const JobRecord& j);
 // tasks kept as the previous run's (JobRecord::previous_tasks) and cleared.
 void EndRun(JobRecord& j, Time now);
 
+// Counts the GPU-seconds of job `j`'s run up to `now` (before its tasks
+// change: a resize).
+void AccountRun(JobRecord& j, Time now);
+
 // Whether job `j` has every label that `f` asks for.
 bool HasLabels(const JobRecord& j, const JobFilter& f);
 

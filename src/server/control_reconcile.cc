@@ -252,6 +252,28 @@ void ControlPlane::StopHeldRun(JobRecord& job, const sched::PreemptJob& x, Time 
   dirty_ = true;
 }
 
+// An elastic continue job's new membership: the same run goes on, its
+// processes re-form their group at the new size (the agents rewrite their
+// rendezvous files; a node that left stops its processes, one that joined
+// starts them). No work is lost: nothing restarts from the checkpoint.
+void ControlPlane::ResizeInPlace(JobRecord& job, const sched::ResizeJob& x, Time now, Txn& txn) {
+  AccountRun(job, now);
+  job.tasks = ToTasks(x.placement);
+  ++job.membership;
+  job.master_port = PickMasterPort(job);  // a new store: the old one may linger
+  const int64_t to = x.placement.gpus().value();
+  std::string why = x.from.value() < to ? "grew" : "shrank";
+  if (x.lost_node.valid()) {
+    ++job.disruptions;
+    why = "node " + topo_.node_name(x.lost_node) + " left; the others go on";
+  }
+  Write(job, "Resized",
+        "from " + std::to_string(x.from.value()) + " to " + std::to_string(to) +
+            " GPUs in place (" + why + ", membership " + std::to_string(job.membership) +
+            "): no restart, no work lost",
+        txn);
+}
+
 void ControlPlane::ApplyDecision(const sched::Decision& d, Time now, Txn& txn) {
   std::visit(
       [&](const auto& x) {
@@ -279,10 +301,12 @@ void ControlPlane::ApplyDecision(const sched::Decision& d, Time now, Txn& txn) {
             job.tasks = ToTasks(x.placement);
             job.started = now;  // (last_checkpoint stays: the one this run resumes from)
             ++job.generation;
+            job.membership = 0;
             job.master_port = PickMasterPort(job);
             if (job.request.time_limit.value() > 0) timed_.insert(job.id);
             Write(job, "Started", DescribePlacement(topo_, x.placement) + ShapeNote(job), txn);
           } else if constexpr (std::is_same_v<T, sched::ResizeJob>) {
+            if (x.in_place) return ResizeInPlace(job, x, now, txn);
             AwaitOldRun(job, "");
             EndRun(job, now);
             job.tasks = ToTasks(x.placement);

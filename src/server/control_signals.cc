@@ -30,7 +30,9 @@ std::string Times(double factor) {
 
 train::SignalWindow& ControlPlane::WindowLocked(const JobRecord& job) {
   JobSignals& s = signals_[job.id];
-  if (s.generation != job.generation) s = JobSignals{job.generation, train::SignalWindow()};
+  if (s.generation != job.generation || s.membership != job.membership) {
+    s = JobSignals{job.generation, job.membership, train::SignalWindow()};
+  }
   return s.window;
 }
 
@@ -77,8 +79,11 @@ std::map<int32_t, train::SignalWindow::RankState> ControlPlane::RankSignals(int6
   std::lock_guard lock(mu_);
   auto job = jobs_.find(id);
   auto it = signals_.find(id);
-  if (job == jobs_.end() || it == signals_.end() || it->second.generation != job->second.generation)
+  if (job == jobs_.end() || it == signals_.end() ||
+      it->second.generation != job->second.generation ||
+      it->second.membership != job->second.membership) {
     return {};
+  }
   return it->second.window.ranks();
 }
 
@@ -105,8 +110,11 @@ void ControlPlane::ActOnFinding(JobRecord& job, const train::Finding& f, Time no
   if (straggler && !replace) {
     message += "; onStraggler: warn (cordon " + f.node + ", or set onStraggler: replace)";
   }
-  if (replace)
-    message += "; onStraggler: replace: cordoning " + f.node + " and restarting without it";
+  if (replace) {
+    message +=
+        "; onStraggler: replace: cordoning " + f.node +
+        (job.request.elastic_continue ? " and swapping it out" : " and restarting without it");
+  }
   Write(job, kind, message, txn);
   log_.Info("control", "training anomaly", {{"job", job.id}, {"kind", kind}, {"what", message}});
   if (!replace) return;

@@ -84,6 +84,7 @@ Json JobToJson(const JobRecord& job) {
       {"disruptions", job.disruptions},
       {"preemptions", job.preemptions},
       {"generation", job.generation},
+      {"membership", job.membership},
       {"masterPort", job.master_port},
       {"lostGpuSeconds", job.lost_gpu_seconds},
       {"gpuSeconds", job.gpu_seconds},
@@ -163,6 +164,9 @@ Result<JobRecord> JobFromJson(const Json& j) {
   UNIPOOL_RETURN_IF_ERROR(StoredInt(j, "lostGpuSeconds", 0, kMax, &job.lost_gpu_seconds));
   UNIPOOL_RETURN_IF_ERROR(StoredInt(j, "events", 0, kMax, &job.events));
   job.restarts = static_cast<int32_t>(restarts);
+  if (j.contains("membership")) {  // absent in records written before it existed
+    UNIPOOL_RETURN_IF_ERROR(StoredInt(j, "membership", 0, kMax, &job.membership));
+  }
   if (j.contains("disruptions")) {  // absent in records written before it existed
     int64_t disruptions = 0;
     UNIPOOL_RETURN_IF_ERROR(StoredInt(j, "disruptions", 0, 1 << 30, &disruptions));

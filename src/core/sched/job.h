@@ -43,6 +43,13 @@ struct JobSpec {
   // Elastic: runs with any multiple of `step` from min_gpus to gpus.
   Gpus min_gpus;                     // 0 = not elastic
   Gpus step;                         // 0 = task_gpus
+  // Elastic continue: a resize (a lost node, a shrink for another job,
+  // growth) keeps the job's processes running at the new membership; the
+  // survivors keep their in-memory state and lose no work (ResizeJob
+  // in_place). A lost node shrinks such a job to its survivors instead of
+  // requeueing it, while they are at least min_gpus. Off: a resize
+  // restarts every process from the checkpoint at the new size.
+  bool continue_on_resize = false;
   Duration runtime_estimate;         // 0 = unknown
   Duration checkpoint_cost;          // time to write a checkpoint; 0 = unknown
   Duration restart_cost;             // time from start to useful work
@@ -148,6 +155,10 @@ struct ResizeJob {
   JobId job;
   Placement placement;  // the whole new placement
   Gpus from;
+  // The processes on kept slices go on at the new membership (an elastic
+  // continue job); else every process restarts from the checkpoint.
+  bool in_place = false;
+  NodeId lost_node;  // the lost node it shrank off, if that was the cause
 };
 struct RequeueJob {
   JobId job;

@@ -378,12 +378,15 @@ Status Scheduler::Replace(JobId id, NodeId node, const std::string& why, Time no
   if (job.phase != JobPhase::kRunning) {
     return FailedPrecondition("job " + std::to_string(id.value()) + " is not running");
   }
-  const bool on = std::any_of(job.placement.tasks.begin(), job.placement.tasks.end(),
-                              [&](const Task& t) { return t.node == node; });
-  if (!on) {
+  std::vector<Task> on_node;
+  for (const Task& t : job.placement.tasks) {
+    if (t.node == node) on_node.push_back(t);
+  }
+  if (on_node.empty()) {
     return FailedPrecondition("job " + std::to_string(id.value()) + " has no task on node " +
                               std::to_string(node.value()));
   }
+  if (ContinueWithout(job, on_node, now)) return Status::Ok();  // Grow swaps the node in
   Requeue(job, node, now);
   std::get<RequeueJob>(out_.back()).why = why;
   return Status::Ok();
@@ -510,6 +513,7 @@ void Scheduler::RestartAfterFailure(JobInfo& job, Time now) {
     if (down(t)) lost.push_back(t);
   }
   const NodeId failed = lost.empty() ? NodeId() : lost.front().node;
+  if (job.phase == JobPhase::kRunning && !lost.empty() && ContinueWithout(job, lost, now)) return;
   if (job.phase != JobPhase::kRunning || lost.empty() || !options_.restart_in_place) {
     return Requeue(job, failed, now);
   }
@@ -541,6 +545,38 @@ void Scheduler::RestartAfterFailure(JobInfo& job, Time now) {
   job.last_checkpoint = now;
   stats_.placements++;
   out_.push_back(StartJob{job.spec.id, job.placement, job.partition});
+}
+
+// An elastic continue job goes on without its lost slices, in place, when
+// its survivors, cut to whole steps from the end, are still at least its
+// minimum: no work is lost and nothing is requeued (M13). The scheduler
+// grows it back (Grow) when GPUs come free. False: it restarts as any job.
+bool Scheduler::ContinueWithout(JobInfo& job, const std::vector<Task>& lost, Time now) {
+  const JobSpec& s = job.spec;
+  if (!s.continue_on_resize || s.min_gpus.value() == 0) return false;
+  std::vector<Task> keep, give = lost;
+  int64_t kept = 0;
+  for (const Task& t : job.placement.tasks) {
+    if (std::any_of(lost.begin(), lost.end(), [&](const Task& l) { return l.node == t.node; })) {
+      continue;
+    }
+    keep.push_back(t);
+    kept += CountGpus(t.gpus);
+  }
+  std::vector<Task> cut;  // whole steps only: the last survivors leave too
+  while (!keep.empty() && (kept - s.min_gpus.value()) % s.step.value() != 0) {
+    kept -= CountGpus(keep.back().gpus);
+    cut.push_back(keep.back());
+    keep.pop_back();
+  }
+  if (keep.empty() || kept < s.min_gpus.value()) return false;
+  ApplyToPools(lost, /*take=*/false);  // (a down node's GPUs wait hidden)
+  std::reverse(cut.begin(), cut.end());
+  ApplyToPools(cut, /*take=*/false);
+  give.insert(give.end(), cut.begin(), cut.end());
+  stats_.placements++;
+  DropSlices(job, std::move(keep), give, lost.front().node, now);
+  return true;
 }
 
 // Slices in place of a running job's lost ones: a hot spare (one lost

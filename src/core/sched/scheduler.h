@@ -200,11 +200,13 @@ class Scheduler {
   // A running job leaves `node` (a straggler's, which the caller cordons):
   // the gang is requeued from its last checkpoint like after a lost node
   // (RequeueJob with `why`), a disruption, not the job's failure. Errors:
-  // unknown job, not running, not on `node`.
+  // unknown job, not running, not on `node`. An elastic continue job that
+  // stays at least its minimum without the node drops it in place instead
+  // (ResizeJob in_place) and grows onto another (Grow).
   Status Replace(JobId job, NodeId node, const std::string& why, Time now);
   // Node up/down/cordoned/drained/flaky. Down requeues its jobs (lost work
-  // accounted); drained preempts them with their queue's grace period;
-  // cordoned lets them run but places nothing new.
+  // accounted), but an elastic continue job goes on without it in place; drained preempts them with
+  // their queue's grace period; cordoned lets them run but places nothing new.
   Status SetNodeState(NodeId node, NodeState state, Time now);
   // The same for several nodes that change together (a switch or power
   // domain failing): every job hit restarts once.
@@ -302,6 +304,9 @@ class Scheduler {
 
   // Preempt and plan.
   bool TryShrink(JobInfo& job, const PlaceRequest& base, CycleState& cs);
+  void DropSlices(JobInfo& job, std::vector<Task> keep, const std::vector<Task>& give, NodeId lost,
+                  Time now);
+  bool ContinueWithout(JobInfo& job, const std::vector<Task>& lost, Time now);
   bool TryPreempt(JobInfo& job, CycleState& cs);
   struct Victim;
   struct VictimSet;

@@ -39,7 +39,7 @@ void Scheduler::Commit(JobInfo& job, const Placement& p, int32_t partition, Time
   allocated_ += delta;
   stats_.placements++;
   if (resize) {
-    out_.push_back(ResizeJob{job.spec.id, p, before});
+    out_.push_back(ResizeJob{job.spec.id, p, before, job.spec.continue_on_resize});
     return;
   }
   job.phase = JobPhase::kRunning;

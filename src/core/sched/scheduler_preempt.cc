@@ -250,24 +250,31 @@ bool Scheduler::TryShrink(JobInfo& job, const PlaceRequest& base, CycleState& cs
     for (const Cut& c : cuts) ApplyToPools(c.give, /*take=*/true);
     return false;
   }
-  for (Cut& c : cuts) {
-    JobInfo& e = jobs_.at(c.id);
-    const Gpus from = e.allocated();
-    Accrue(e, cs.now);
-    for (const Task& t : c.give) {
-      auto& on = node_jobs_[t.node.value()];
-      on.erase(std::remove(on.begin(), on.end(), c.id), on.end());
-    }
-    e.placement.tasks = std::move(c.keep);
-    ScorePlacement(*topo_, e.placement);
-    queues_.Charge(e.spec.queue, Gpus(0) - Gpus(c.gpus));
-    allocated_ -= Gpus(c.gpus);
-    out_.push_back(ResizeJob{c.id, e.placement, from});
-  }
+  for (Cut& c : cuts) DropSlices(jobs_.at(c.id), std::move(c.keep), c.give, NodeId(), cs.now);
   job.borrowing = queues_.Borrows(s.queue, Gpus(need));
   if (reservation_ && reservation_->holder == s.id) reservation_.reset();
   Commit(job, *a.placement, a.partition, cs.now);
   return true;
+}
+
+// A running job keeps `keep` (its tasks less `give`, node order) and goes
+// on smaller: the GPUs of `give` leave its accounts (the caller returns
+// them to the pools) and a ResizeJob says so; `lost` is the lost node that
+// caused it, if any.
+void Scheduler::DropSlices(JobInfo& job, std::vector<Task> keep, const std::vector<Task>& give,
+                           NodeId lost, Time now) {
+  const Gpus from = job.allocated();
+  Accrue(job, now);
+  for (const Task& t : give) {
+    auto& on = node_jobs_[t.node.value()];
+    on.erase(std::remove(on.begin(), on.end(), job.spec.id), on.end());
+  }
+  job.placement.tasks = std::move(keep);
+  ScorePlacement(*topo_, job.placement);
+  const Gpus dropped = from - job.allocated();
+  queues_.Charge(job.spec.queue, Gpus(0) - dropped);
+  allocated_ -= dropped;
+  out_.push_back(ResizeJob{job.spec.id, job.placement, from, job.spec.continue_on_resize, lost});
 }
 
 }  // namespace unipool::sched

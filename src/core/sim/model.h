@@ -97,6 +97,19 @@ struct FailureProcess {
   Duration repair;                   // mean time to repair (exponential); 0 = swap at once
 };
 
+// Nodes that slow down without failing (a throttled or degraded GPU, a
+// flapping link, a noisy neighbour: the stragglers of M20): a gang runs at
+// the pace of its slowest node. Onsets per 1,000 node-days of the cluster;
+// each lasts an exponential time of mean `duration`.
+struct StragglerProcess {
+  double per_1000_node_days = 0;
+  double slowdown = 2;  // the node's step time, x
+  Duration duration = Seconds(6 * 3600);
+  // The platform's straggler watch (core/train/signals.h: 10 slow steps)
+  // takes this long to name the node; then onStraggler: replace acts.
+  Duration detection = Seconds(600);
+};
+
 // Planned maintenance: drains one group of `tier` at a time, each for
 // `length`, one after another from `start`, repeating every `every`.
 struct Maintenance {
@@ -124,6 +137,21 @@ struct PolicyConfig {
   // Overrides the jobs' two_stage when set.
   bool override_two_stage = false;
   bool two_stage = false;
+  // Elastic continue (JobSpec::continue_on_resize): a lost node shrinks a
+  // job in place, its survivors resume from memory after `rejoin_cost`
+  // (detect, re-rendezvous, re-form the process groups), and it grows
+  // back; every in-place resize pauses it that long. `elastic_min_share`
+  // > 0 gives every job an elastic range down to that share of its GPUs.
+  bool elastic_continue = false;
+  double elastic_min_share = 0;
+  // The GPUs an elastic job grows and shrinks by (0: the 1/16 rule of
+  // Simulator's Submit): one data-parallel replica, as a replica is the
+  // smallest part a TP x PP job can lose and go on.
+  Gpus elastic_step;
+  Duration rejoin_cost = Seconds(30);
+  // onStraggler: replace: a straggler node named by the watch is cordoned
+  // and the job leaves it (Scheduler::Replace); off: it runs slow (warn).
+  bool replace_stragglers = false;
 };
 
 struct SimConfig {
@@ -132,6 +160,7 @@ struct SimConfig {
   Duration sample_interval = Seconds(3600);
   std::vector<QueueConfig> queues;   // at least one
   std::vector<FailureProcess> failures;
+  std::vector<StragglerProcess> stragglers;
   std::vector<Maintenance> maintenance;
 };
 

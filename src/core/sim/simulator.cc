@@ -67,6 +67,13 @@ struct Simulator::Impl {
   int64_t nodes_down = 0;
   int64_t down_gpus = 0;
   std::vector<bool> in_maintenance;  // per node: in a maintenance window
+  // Stragglers, per node: its step-time factor (1: healthy), the onset
+  // now in force, the watch's delay for it, and whether it was cordoned
+  // as one (uncordoned when it recovers).
+  std::vector<double> slow;
+  std::vector<int64_t> slow_token;
+  std::vector<Duration> slow_detection;
+  std::vector<bool> cordoned_slow;
   int64_t drained_gpus = 0;          // by maintenance (see SetInMaintenance)
   const StorageSpec* storage = nullptr;               // where checkpoints go; null: none
   std::optional<CheckpointTraffic> traffic;           // on its write bandwidth
@@ -114,6 +121,12 @@ struct Simulator::Impl {
     out.lost_by_process.assign(config.failures.size(), 0);
     for (size_t p = 0; p < config.failures.size(); ++p)
       ScheduleFailure(static_cast<int64_t>(p), Time(0));
+    slow.assign(topo.num_nodes(), 1.0);
+    slow_token.assign(topo.num_nodes(), 0);
+    slow_detection.assign(topo.num_nodes(), Duration(0));
+    cordoned_slow.assign(topo.num_nodes(), false);
+    for (size_t p = 0; p < config.stragglers.size(); ++p)
+      ScheduleSlow(static_cast<int64_t>(p), Time(0));
     for (size_t m = 0; m < config.maintenance.size(); ++m) {
       Push(config.maintenance[m].start, Ev::kMaintStart, static_cast<int64_t>(m), 0);
     }
@@ -173,6 +186,9 @@ struct Simulator::Impl {
         JobState& s = state[i];
         if (s.phase == Phase::kDead || s.phase == Phase::kQueued || s.phase == Phase::kDone)
           continue;
+        if (s.phase == Phase::kComputing) s.seg_done = SegmentProgress(s);  // held in memory
+        s.dead_phase = s.phase;
+        s.dead_at = now;
         s.phase = Phase::kDead;
         s.epoch++;
         CancelTransfer(i);  // the failed node's share of it is gone
@@ -251,6 +267,98 @@ struct Simulator::Impl {
     dirty = true;
   }
 
+  // ---- Stragglers ----------------------------------------------------------------
+
+  void ScheduleSlow(int64_t p, Time after) {
+    const double rate =
+        config.stragglers[p].per_1000_node_days * topo.num_nodes() / 1000.0 / 86400.0;
+    if (rate <= 0) return;
+    const double gap = rng.Exponential(1.0 / rate);
+    Push(after + Nanoseconds(std::llround(gap * 1e9)), Ev::kSlowStart, p);
+  }
+
+  // A node slows down: the jobs on it go at its pace until it recovers or,
+  // with onStraggler: replace, the watch names it and they leave it.
+  void OnSlowStart(int64_t p) {
+    const StragglerProcess& sp = config.stragglers[p];
+    const auto n = static_cast<int32_t>(rng.Below(static_cast<uint64_t>(topo.num_nodes())));
+    const Duration lasts = Nanoseconds(std::llround(rng.Exponential(ToSeconds(sp.duration)) * 1e9));
+    ScheduleSlow(p, now);
+    if (slow[n] > 1 || down_count[n] > 0) return;  // already slow, or down
+    slow[n] = sp.slowdown;
+    slow_detection[n] = sp.detection;
+    out.stragglers++;
+    Push(now + lasts, Ev::kSlowEnd, n, ++slow_token[n]);
+    RerateJobsOn(n);
+  }
+
+  void OnSlowEnd(int32_t n, int64_t token) {
+    if (token != slow_token[n]) return;
+    slow[n] = 1;
+    RerateJobsOn(n);
+    if (cordoned_slow[n]) {
+      cordoned_slow[n] = false;
+      if (sched.node_state(NodeId(n)) == NodeState::kCordoned) {
+        (void)sched.SetNodeState(NodeId(n), NodeState::kUp, now);
+        dirty = true;
+      }
+    }
+  }
+
+  // The watch names node n a straggler of job i: with replace, the node is
+  // cordoned and the job leaves it (in place when elastic continue).
+  void OnSlowDetect(int64_t i, int32_t n) {
+    const Phase ph = state[i].phase;
+    if (slow[n] <= 1 || !policy.replace_stragglers || ph == Phase::kQueued || ph == Phase::kDone ||
+        ph == Phase::kDead || ph == Phase::kStopping) {
+      return;
+    }
+    if (sched.node_state(NodeId(n)) == NodeState::kUp) {
+      (void)sched.SetNodeState(NodeId(n), NodeState::kCordoned, now);
+      cordoned_slow[n] = true;
+    }
+    if (sched.Replace(Sid(i), NodeId(n), "straggler", now).ok()) out.straggler_replacements++;
+    dirty = true;
+  }
+
+  void RerateJobsOn(int32_t n) {
+    const std::vector<JobId> on = sched.JobsOn(NodeId(n));  // (a copy: Rerate may replace)
+    for (JobId id : on) Rerate(Index(id));
+  }
+
+  // Progress per wall second: the share of its GPUs it holds, at the pace
+  // of its slowest node; the watch is told of each slow node.
+  double RateOf(int64_t i) {
+    const sched::JobInfo* info = sched.Find(Sid(i));
+    double slowest = 1;
+    if (info) {
+      for (const sched::Task& t : info->placement.tasks) {
+        const int32_t n = t.node.value();
+        if (slow[n] <= 1) continue;
+        slowest = std::max(slowest, slow[n]);
+        if (policy.replace_stragglers) Push(now + slow_detection[n], Ev::kSlowDetect, i, n);
+      }
+    }
+    return static_cast<double>(state[i].alloc.value()) / static_cast<double>(jobs[i].gpus.value()) /
+           slowest;
+  }
+
+  // The rate changed (GPUs, a slow node): a segment under way goes on at
+  // the new one, after `pause` (an in-place resize re-forming its groups).
+  void Rerate(int64_t i, Duration pause = Duration(0)) {
+    JobState& s = state[i];
+    const bool computing = s.phase == Phase::kComputing;
+    if (computing) {
+      s.seg_done = SegmentProgress(s);
+      s.seg_start = now + pause;
+    }
+    s.rate = RateOf(i);
+    if (computing) {
+      s.epoch++;
+      Push(s.seg_start + WallFor(s.seg_target - s.seg_done, s.rate), Ev::kEndCompute, i, s.epoch);
+    }
+  }
+
   // ---- Job runs ------------------------------------------------------------------
 
   // The scheduler knows job i (in submit order) as id i + 1.
@@ -292,7 +400,7 @@ struct Simulator::Impl {
     s.phase = Phase::kRestarting;
     s.epoch++;
     s.alloc = alloc;
-    s.rate = static_cast<double>(alloc.value()) / static_cast<double>(j.gpus.value());
+    s.rate = RateOf(i);
     CancelTransfer(i);
     s.undrained = Duration(0);
     s.nodes = std::max<int32_t>(1, static_cast<int32_t>(placement.tasks.size()));
@@ -308,7 +416,8 @@ struct Simulator::Impl {
     // Placed on a node that failed but is not detected yet: it never runs.
     for (const sched::Task& t : placement.tasks) {
       if (down_count[t.node.value()] > 0) {
-        s.phase = Phase::kDead;
+        s.phase = s.dead_phase = Phase::kDead;
+        s.dead_at = now;
         return;
       }
     }
@@ -411,7 +520,9 @@ struct Simulator::Impl {
   }
 
   Duration SegmentProgress(const JobState& s) const {
-    const double done = static_cast<double>((now - s.seg_start).value()) * s.rate;
+    // (A segment resumed after a pause starts in the future: nothing yet.)
+    const double done =
+        static_cast<double>(std::max<int64_t>(0, (now - s.seg_start).value())) * s.rate;
     return std::min(s.seg_target, s.seg_done + Nanoseconds(static_cast<int64_t>(done)));
   }
 
@@ -525,18 +636,41 @@ struct Simulator::Impl {
     dirty = true;
   }
 
-  void Resize(int64_t i, Gpus alloc) {
+  void Resize(const sched::ResizeJob& r) {
+    const int64_t i = Index(r.job);
     JobState& s = state[i];
-    if (s.phase == Phase::kComputing) {
-      s.seg_done = SegmentProgress(s);
+    if (!r.in_place) {
+      s.alloc = r.placement.gpus();
+      return Rerate(i);
+    }
+    // Elastic continue: the survivors (or the grown job) re-form first.
+    const Duration pause = policy.rejoin_cost;
+    if (s.phase != Phase::kDead) {
+      s.alloc = r.placement.gpus();
+      return Rerate(i, pause);
+    }
+    // After a failure: they resume what they held in memory; the lost time
+    // is the wait for the detection and the re-forming.
+    const int64_t lost =
+        static_cast<int64_t>(ToSeconds(now - s.dead_at) * static_cast<double>(s.alloc.value()) +
+                             ToSeconds(pause) * static_cast<double>(r.placement.gpus().value()));
+    out.failed_lost_gpu_seconds += lost;
+    out.jobs[i].lost_gpu_seconds += lost;
+    if (r.lost_node.valid() && !out.lost_by_process.empty()) {
+      out.lost_by_process[node_cause[r.lost_node.value()]] += lost;
+    }
+    s.alloc = r.placement.gpus();
+    s.epoch++;
+    if (s.dead_phase == Phase::kComputing || s.dead_phase == Phase::kWriting) {
+      // A checkpoint cut short is written again: its segment is done.
+      if (s.dead_phase == Phase::kWriting) s.seg_done = s.seg_target;
+      s.phase = Phase::kComputing;
       s.seg_start = now;
+      return Rerate(i, pause);
     }
-    s.alloc = alloc;
-    s.rate = static_cast<double>(alloc.value()) / static_cast<double>(jobs[i].gpus.value());
-    if (s.phase == Phase::kComputing) {
-      s.epoch++;
-      Push(now + WallFor(s.seg_target - s.seg_done, s.rate), Ev::kEndCompute, i, s.epoch);
-    }
+    s.phase = Phase::kRestarting;  // it had not begun: it starts again
+    s.rate = RateOf(i);
+    Push(now + pause + jobs[i].restart_cost, Ev::kBeginCompute, i, s.epoch);
   }
 
   // ---- Scheduler -----------------------------------------------------------------
@@ -552,15 +686,28 @@ struct Simulator::Impl {
     spec.span_partitions = j.span_partitions;
     spec.gpus = j.gpus;
     spec.task_gpus = sched.TaskGpus(spec);  // what the scheduler would choose
-    if (j.min_gpus.value() > 0 && j.min_gpus < j.gpus) {
+    Gpus min = j.min_gpus;
+    if (policy.elastic_min_share > 0 && min.value() == 0) {
+      min = Gpus(std::llround(policy.elastic_min_share * static_cast<double>(j.gpus.value())));
+    }
+    if (min.value() > 0 && min < j.gpus) {
       const int64_t task = spec.task_gpus;
-      spec.min_gpus = Gpus(std::max<int64_t>(task, j.min_gpus.value() / task * task));
+      spec.min_gpus = Gpus(std::max<int64_t>(task, min.value() / task * task));
       // Steps of about 1/16 of the range, in whole tasks dividing it.
       const int64_t range = (j.gpus.value() - spec.min_gpus.value()) / task;
       int64_t step = std::max<int64_t>(1, (range + 15) / 16);
       while (range > 0 && range % step != 0) ++step;
       spec.step = Gpus(step * task);
-      if ((j.gpus.value() - spec.min_gpus.value()) % task != 0) spec.min_gpus = Gpus(0);
+      if (policy.elastic_step.value() > 0) {  // whole steps down from the top
+        spec.step = Gpus(std::max<int64_t>(task, policy.elastic_step.value() / task * task));
+        spec.min_gpus = j.gpus - spec.step * ((j.gpus - spec.min_gpus) / spec.step);
+        if (spec.min_gpus == j.gpus) spec.min_gpus = Gpus(0);
+      }
+      if ((j.gpus.value() - spec.min_gpus.value()) % task != 0 ||
+          (j.gpus.value() - spec.min_gpus.value()) % spec.step.value() != 0) {
+        spec.min_gpus = Gpus(0);
+      }
+      spec.continue_on_resize = policy.elastic_continue;
     }
     spec.runtime_estimate = j.runtime_estimate;
     spec.checkpoint_cost = j.checkpoint_cost;
@@ -594,11 +741,11 @@ struct Simulator::Impl {
     } else if (const auto* p = std::get_if<sched::PreemptJob>(&d)) {
       Preempt(Index(p->job), p->deadline);
     } else if (const auto* r = std::get_if<sched::ResizeJob>(&d)) {
-      Resize(Index(r->job), r->placement.gpus());
+      Resize(*r);
     } else if (const auto* q = std::get_if<sched::RequeueJob>(&d)) {
       const int64_t i = Index(q->job);
       out.failed_lost_gpu_seconds += q->lost_gpu_seconds;
-      if (q->failed_node.valid() && !out.lost_by_process.empty()) {
+      if (q->failed_node.valid() && q->why.empty() && !out.lost_by_process.empty()) {
         out.lost_by_process[node_cause[q->failed_node.value()]] += q->lost_gpu_seconds;
       }
       out.jobs[i].lost_gpu_seconds += q->lost_gpu_seconds;
@@ -680,6 +827,15 @@ struct Simulator::Impl {
         break;
       case Ev::kStorage:
         OnStorage(e.b);
+        break;
+      case Ev::kSlowStart:
+        OnSlowStart(e.a);
+        break;
+      case Ev::kSlowEnd:
+        OnSlowEnd(static_cast<int32_t>(e.a), e.b);
+        break;
+      case Ev::kSlowDetect:
+        OnSlowDetect(e.a, static_cast<int32_t>(e.b));
         break;
     }
   }

@@ -115,6 +115,8 @@ struct SimOutput {
   // checkpoint_bytes), in ns; and two-stage drains that a failure cut off.
   std::vector<int64_t> checkpoint_stall_ns;
   int64_t drains_lost = 0;
+  int64_t stragglers = 0;                // slow-node onsets
+  int64_t straggler_replacements = 0;    // jobs moved off a slow node
   sched::SchedulerStats scheduler;       // the scheduler's own counters
   std::vector<int64_t> lost_by_process;  // failure lost work per process
 };

@@ -20,8 +20,11 @@ enum class Ev : uint8_t {
   kMaintStart,    // a: maintenance window, b: group
   kMaintEnd,      // a: maintenance window, b: group
   kSample,
-  kCycle,    // a scheduling cycle when cycles run on an interval
-  kStorage,  // b: storage epoch (a transfer may have finished)
+  kCycle,       // a scheduling cycle when cycles run on an interval
+  kStorage,     // b: storage epoch (a transfer may have finished)
+  kSlowStart,   // a: straggler process
+  kSlowEnd,     // a: node, b: its slow token (the onset it ends)
+  kSlowDetect,  // a: job, b: node (the straggler watch names it)
 };
 
 struct Event {
@@ -56,6 +59,10 @@ struct JobState {
   Time snapshot_at;         // when that copy was taken
   Time write_start;         // when the current checkpoint began
   Duration observed_stall;  // of its last checkpoint; 0: none yet
+  // Failed (kDead): what it was doing then and when, for an elastic
+  // continue job whose survivors resume it in place.
+  Phase dead_phase = Phase::kQueued;
+  Time dead_at;
 };
 
 }  // namespace unipool::sim::internal

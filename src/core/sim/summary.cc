@@ -151,6 +151,8 @@ Summary Summarize(const SimOutput& out, const SimConfig& config) {
   for (int64_t ns : out.checkpoint_stall_ns) stalls.push_back(static_cast<double>(ns) * 1e-9);
   s.checkpoint_stall = PercentilesOf(std::move(stalls));
   s.drains_lost = out.drains_lost;
+  s.stragglers = out.stragglers;
+  s.straggler_replacements = out.straggler_replacements;
   const GroupRow everyone = all.Finish();
   s.ettr = everyone.ettr;
   s.jct = everyone.jct;

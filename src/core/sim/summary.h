@@ -55,6 +55,8 @@ struct Summary {
   // checkpoint_bytes), and two-stage drains a failure cut off.
   Percentiles checkpoint_stall;
   int64_t drains_lost = 0;
+  int64_t stragglers = 0;              // slow-node onsets
+  int64_t straggler_replacements = 0;  // jobs moved off a slow node (onStraggler: replace)
   // From the first submission to the last completion, when every feasible
   // job completed; -1 otherwise.
   double makespan_seconds = -1;
