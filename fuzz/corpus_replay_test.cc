@@ -33,7 +33,7 @@ const Target kTargets[] = {
     {"cluster_file", FuzzClusterFile}, {"job_spec", FuzzJobSpec},
     {"sim_file", FuzzSimFile},         {"trace", FuzzTrace},
     {"model_file", FuzzModelFile},     {"token_file", FuzzTokenFile},
-    {"records", FuzzRecords},
+    {"records", FuzzRecords},          {"report_line", FuzzReportLine},
 };
 
 const fs::path kFuzzDir = fs::path(UNIPOOL_SOURCE_DIR) / "fuzz";

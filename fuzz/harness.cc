@@ -11,6 +11,7 @@
 #include "io/cluster_reader.h"
 #include "io/job_spec.h"
 #include "io/model_reader.h"
+#include "io/report_line.h"
 #include "io/sim_reader.h"
 #include "io/summary_writer.h"
 #include "io/trace_reader.h"
@@ -154,6 +155,44 @@ int FuzzTrace(const uint8_t* data, size_t size) {
                       std::to_string(j.work.value()) + " ns");
         }
       }
+    }
+    return 0;
+  });
+}
+
+// A job's report line (the agent reads them from a file the job writes):
+// an object or nothing, never an exception; the numbers it gives are
+// what RankSignals and ReportNumber promise; an object survives its own
+// dump read back.
+int FuzzReportLine(const uint8_t* data, size_t size) {
+  return Guard("report line", data, size, [](std::string_view text) {
+    const json line = io::ParseReportLine(text);
+    if (line.is_discarded()) return 0;
+    if (!line.is_object()) return Fail("ParseReportLine: not an object: " + Escaped(line.dump()));
+    for (const char* key : {"loss", "gradNorm", "throughput"}) {
+      if (!line.contains(key)) continue;
+      const json& v = line[key];
+      const std::optional<double> x = io::ReportNumber(v);
+      if (v.is_number() && (!x || *x != v.get<double>())) {
+        return Fail(std::string("ReportNumber: ") + key + " " + v.dump() + " read as another");
+      }
+      if (!v.is_number() && !v.is_string() && x) {
+        return Fail(std::string("ReportNumber: ") + key + " " + v.dump() + " read as a number");
+      }
+    }
+    if (const std::optional<train::RankSample> r = io::RankSignals(line, 3)) {
+      const int64_t step = r->step_time.value(), data_ns = r->data_time.value();
+      const int64_t comm = r->comm_time.value();
+      if (step < 0 || data_ns < 0 || comm < 0 || data_ns > step || comm > step || r->steps < 1) {
+        return Fail("RankSignals: step " + std::to_string(step) + " ns, data " +
+                    std::to_string(data_ns) + " ns, comm " + std::to_string(comm) + " ns, " +
+                    std::to_string(r->steps) + " steps");
+      }
+    }
+    const std::string again = line.dump(-1, ' ', false, json::error_handler_t::replace);
+    const json back = io::ParseReportLine(again);
+    if (back != line && again.find("\\ufffd") == std::string::npos) {
+      return Fail("ParseReportLine: " + Escaped(again) + " read back differently");
     }
     return 0;
   });

@@ -26,6 +26,7 @@ int FuzzJobSpec(const uint8_t* data, size_t size);      // io::ReadJobSpec, the 
 int FuzzSimFile(const uint8_t* data, size_t size);      // io::ParseSimFile
 int FuzzTrace(const uint8_t* data, size_t size);        // io::ParseTrace
 int FuzzModelFile(const uint8_t* data, size_t size);    // io::ParseModelSpec
+int FuzzReportLine(const uint8_t* data, size_t size);   // io::ParseReportLine, RankSignals
 int FuzzTokenFile(const uint8_t* data, size_t size);    // server::TokenFile::Parse
 int FuzzRecords(const uint8_t* data, size_t size);      // server/records.h readers of JSON
 
