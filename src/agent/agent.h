@@ -48,6 +48,7 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -124,6 +125,13 @@ int DiscoverGpus();
 std::string GpuHealthFrom(int exit_code, const std::string& csv);
 
 struct ReportFile;  // agent_internal.h
+
+// This node's wall clock minus the server's, ms, from one exchange: sent
+// and received by this node's wall clock, the server's clock in its reply
+// (the middle of the round trip, as NTP takes it). nullopt when the round
+// trip took longer than `max_rtt_ms` (too vague to say).
+std::optional<double> ClockOffsetMs(int64_t sent_ms, int64_t received_ms, int64_t server_ms,
+                                    int64_t max_rtt_ms = 2000);
 
 class Agent {
  public:
@@ -269,6 +277,9 @@ class Agent {
   std::atomic<bool> quit_{false};            // no run is left: heartbeats and fencing end
   httplib::Client* watch_client_ = nullptr;  // the long poll, cut short by Stop (mu_)
   std::atomic<int64_t> last_ok_ms_{0};       // last acknowledged heartbeat (steady clock)
+  // This node's wall clock minus the server's, ms, from the last reply
+  // that carried serverTimeMs (ClockOffsetMs); sent with each heartbeat.
+  std::optional<double> clock_offset_ms_;  // the heartbeat thread's only
   std::mutex mu_;
   std::condition_variable changed_;
   Json assignments_;  // the latest, from WatchLoop

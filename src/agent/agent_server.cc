@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <thread>
 
@@ -119,6 +120,20 @@ void Agent::Rejoin() {
              {{"node", options_.node}});
 }
 
+namespace {
+int64_t WallMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+std::optional<double> ClockOffsetMs(int64_t sent_ms, int64_t received_ms, int64_t server_ms,
+                                    int64_t max_rtt_ms) {
+  if (received_ms < sent_ms || received_ms - sent_ms > max_rtt_ms) return std::nullopt;
+  return static_cast<double>(sent_ms + received_ms) / 2 - static_cast<double>(server_ms);
+}
+
 void Agent::HeartbeatLoop() {
   int64_t gen = token_gen_, sgen = server_gen_;
   auto c = Client(Token(), 5);
@@ -141,12 +156,20 @@ void Agent::HeartbeatLoop() {
               {"agentSecret", secret_}};
     if (Json gpus = GpuReadings(); !gpus.empty()) beat["gpus"] = std::move(gpus);
     if (Json xids = XidCounts(); !xids.empty()) beat["xids"] = std::move(xids);
+    if (clock_offset_ms_) beat["clockOffsetMs"] = std::round(*clock_offset_ms_ * 10) / 10;
+    const int64_t sent = WallMs();
     auto r = c->Post("/v1/nodes/" + options_.node + "/heartbeat" + (peers ? "?peers=1" : ""),
                      beat.dump(), "application/json");
     if (r && r->status == 200) {
       // From when it was sent: the server's lease began at or after t0.
       last_ok_ms_ = t0;
       RenewDeadline();
+      const Json reply = Json::parse(r->body, nullptr, false);
+      if (reply.is_object() && reply.value("serverTimeMs", Json()).is_number_integer()) {
+        if (auto o = ClockOffsetMs(sent, WallMs(), reply["serverTimeMs"].get<int64_t>())) {
+          clock_offset_ms_ = o;
+        }
+      }
       if (peers && TakePeers(r->body)) peers_ms = t0;
       if (!peers && options_.outage_grace.value() > 0 && LiveNodesChanged(r->body)) {
         peers_ms = -1000000;  // ask for the peers with the next beat

@@ -33,5 +33,16 @@ TEST(AgentTest, LimitsCountTheTasksOnTheNode) {
   EXPECT_FALSE(LimitsOf(Json::object()).any());
 }
 
+// The clock offset from one heartbeat, as NTP takes it: the server's time
+// against the middle of the round trip; a slow round trip says nothing.
+TEST(ClockOffsetTest, TheMiddleOfTheRoundTripAgainstTheServersClock) {
+  EXPECT_EQ(ClockOffsetMs(1000, 1010, 1005), 0.0);
+  EXPECT_EQ(ClockOffsetMs(1000, 1010, 3005), -2000.0);  // the node is 2 s behind
+  EXPECT_EQ(ClockOffsetMs(5000, 5020, 1010), 4000.0);   // 4 s ahead
+  EXPECT_EQ(ClockOffsetMs(1000, 4000, 2500), std::nullopt);
+  EXPECT_EQ(ClockOffsetMs(1000, 900, 950), std::nullopt);  // the clock stepped back
+}
+
 }  // namespace
+
 }  // namespace unipool::agent

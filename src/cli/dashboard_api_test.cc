@@ -123,6 +123,59 @@ TEST(DashboardApiTest, NodesListTheirJobsAndGroupsTheirPower) {
   EXPECT_DOUBLE_EQ(children, 755.5);
 }
 
+// M20 clock skew: a node's agent measures its clock against the server's
+// (serverTimeMs in each heartbeat reply) and sends the offset; past the
+// bound (--max-clock-offset, 1 s) its running jobs get a ClockSkew event,
+// the diagnosis names it, and the offset is a gauge.
+TEST(DashboardApiTest, ASkewedNodeClockIsShownCountedAndDiagnosed) {
+  TestServer s;
+  s.Start();
+  const int64_t id = RunningJob(s, "tenant-a", "team-a", 8);
+  const std::string path = "/v1/jobs/" + std::to_string(id);
+  const std::string node = s.Call("GET", path, "admin").json()["tasks"][0]["node"];
+  const std::string beat_path = "/v1/nodes/" + node + "/heartbeat";
+  HttpReply beat = s.Call("POST", beat_path, "admin", R"({"health": "ok", "clockOffsetMs": 0.4})");
+  ASSERT_EQ(beat.status, 200) << beat.body;
+  const int64_t server_ms = beat.json()["serverTimeMs"];
+  const int64_t here_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count();
+  EXPECT_LT(std::abs(here_ms - server_ms), 60000);
+  Json n = s.Call("GET", "/v1/nodes/" + node, "admin").json();
+  EXPECT_DOUBLE_EQ(n["clockOffsetSeconds"].get<double>(), 0.0004) << n.dump();
+  EXPECT_EQ(n["clockSkewed"], false);
+  ASSERT_EQ(
+      s.Call("POST", beat_path, "admin", R"({"health": "ok", "clockOffsetMs": -2500})").status,
+      200);
+  n = s.Call("GET", "/v1/nodes/" + node, "admin").json();
+  EXPECT_DOUBLE_EQ(n["clockOffsetSeconds"].get<double>(), -2.5);
+  EXPECT_EQ(n["clockSkewed"], true);
+  Json skew;
+  for (int i = 0; i < 100 && skew.is_null(); ++i) {
+    const Json events = s.Call("GET", path + "/events", "admin").json();
+    for (const Json& e : events["items"]) {
+      if (e["type"] == "ClockSkew") skew = e;
+    }
+    if (skew.is_null()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_FALSE(skew.is_null());
+  EXPECT_NE(skew["message"].get<std::string>().find("-2.500 s from the server's (bound 1 s)"),
+            std::string::npos)
+      << skew.dump();
+  const Json d = s.Call("GET", path + "/diagnosis", "admin").json();
+  bool named = false;
+  for (const Json& c : d["causes"]) named |= c["kind"] == "ClockSkew";
+  EXPECT_TRUE(named) << d.dump();
+  const std::string metrics = s.Call("GET", "/metrics", "admin").body;
+  EXPECT_NE(metrics.find("unipool_node_clock_offset_seconds{node=\"" + node + "\"} -2.5"),
+            std::string::npos);
+  EXPECT_NE(metrics.find("kind=\"ClockSkew\""), std::string::npos);
+  // Bad offsets are refused by name.
+  HttpReply bad = s.Call("POST", beat_path, "admin", R"({"health": "ok", "clockOffsetMs": "x"})");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.body.find("body.clockOffsetMs"), std::string::npos) << bad.body;
+}
+
 TEST(DashboardApiTest, ProgressIsKeptOverTimeAndThinnedPastItsBound) {
   TestServer s;
   s.Start();

@@ -24,6 +24,7 @@ class ElasticE2eTest : public AgentE2eTest {
   int64_t Run(const Trainer& t) {
     for (const char* n : {"n0", "n1", "n2"}) StartAgent(n);
     WaitNodesUp(3);
+    ExpectClocksInStep();
     const std::string yaml =
         "apiVersion: unipool/v1\nkind: Job\nmetadata: {name: elastic}\nspec:\n"
         "  command: [" +
@@ -97,6 +98,18 @@ class ElasticE2eTest : public AgentE2eTest {
         << "the run this node left is kept beside the one it joined";
     if (HasFailure() || std::getenv("UNIPOOL_TEST_VERBOSE")) DumpLogs(id);
     return id;
+  }
+
+  // The agents measure their clock against the server's: one host, so
+  // within a few milliseconds (M20's clock skew watch).
+  void ExpectClocksInStep() {
+    Json offset;
+    for (int i = 0; i < 40 && !offset.is_number(); ++i) {
+      offset = server_.Call("GET", "/v1/nodes/n0", "admin").json()["clockOffsetSeconds"];
+      if (!offset.is_number()) std::this_thread::sleep_for(50ms);
+    }
+    ASSERT_TRUE(offset.is_number()) << offset.dump();
+    EXPECT_LT(std::abs(offset.get<double>()), 0.25);
   }
 
   static std::string Pid(const std::string& pattern, int rank) {

@@ -32,6 +32,7 @@ struct ServerFlags {
   std::string outage_grace = "0s";
   std::string min_runtime = "5m";
   std::string usage_half_life = "7d";
+  std::string max_clock_offset = "1s";
   std::string log_level = "info";
   std::string address_file;
   bool ha = false;
@@ -82,6 +83,12 @@ int ParseServerFlags(ServerFlags& f, server::Logger& log) {
       f.opt.usage_half_life.value() <= 0) {
     std::cerr << "error: --fair-share-half-life: expected a duration like 7d, got '"
               << f.usage_half_life << "'\n";
+    return kExitBadInput;
+  }
+  if (!io::ParseDuration(f.max_clock_offset, &f.opt.max_clock_offset) ||
+      f.opt.max_clock_offset.value() <= 0) {
+    std::cerr << "error: --max-clock-offset: expected a duration like 1s, got '"
+              << f.max_clock_offset << "'\n";
     return kExitBadInput;
   }
   f.opt.store = f.store;
@@ -421,6 +428,10 @@ void AddServerCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--fair-share-half-life", f->usage_half_life,
                   "queues' fair-share usage halves this often (get queues -o wide; Slurm's "
                   "PriorityDecayHalfLife)")
+      ->capture_default_str();
+  cmd->add_option("--max-clock-offset", f->max_clock_offset,
+                  "a node whose clock is further than this from the server's is skewed: an event "
+                  "on its jobs, a training anomaly, a cause in `unipool diagnose`")
       ->capture_default_str();
   cmd->add_option("--node-metrics-max", f->opt.node_metrics_max,
                   "per-node metrics (unipool_node_gpus, unipool_node_state) on clusters of at "

@@ -1,6 +1,7 @@
 // The /v1/nodes handlers: list, get, cordon/drain/uncordon, and the
 // agents' join, heartbeat and assignments (long poll).
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include "server/api_call.h"
@@ -18,6 +19,8 @@ static Json NodeToJson(const NodeRecord& n,
   Json out = NodeToJson(n);
   auto it = usage.find(n.name);
   const ControlPlane::NodeUsage u = it == usage.end() ? ControlPlane::NodeUsage{} : it->second;
+  out["clockOffsetSeconds"] = std::isnan(n.clock_offset_s) ? Json() : Json(n.clock_offset_s);
+  out["clockSkewed"] = n.clock_skewed;
   out["gpusAllocated"] = u.allocated;
   out["gpusFree"] = u.free;
   Json jobs = Json::array();
@@ -111,8 +114,18 @@ void ApiServer::JoinNode(Call& c) {
 bool ApiServer::ReadHeartbeat(Call& c, ControlPlane::HeartbeatInfo* info) {
   Json body;
   if (!c.Allow({Role::kAgent, Role::kAdmin}) || !c.Query({"peers"}) || !c.OwnNode(c.Path(1)) ||
-      !c.Body({"health", "address", "agentUrl", "agentSecret", "gpus", "xids"}, &body, false)) {
+      !c.Body({"health", "address", "agentUrl", "agentSecret", "gpus", "xids", "clockOffsetMs"},
+              &body, false)) {
     return false;
+  }
+  // Its clock minus the server's, as the agent measured it (ms).
+  if (body.contains("clockOffsetMs")) {
+    const Json& o = body["clockOffsetMs"];
+    if (!o.is_number() || !(std::abs(o.get<double>()) <= 1e12)) {
+      return c.Bad(
+          "body.clockOffsetMs: expected a number of milliseconds (at most 1e12 either way)");
+    }
+    info->clock_offset_s = o.get<double>() / 1000;
   }
   // Its GPUs' readings: [[index, utilization, memUsedMiB, memTotalMiB,
   // temperatureC, powerW, eccUncorrected], ...], -1 where a GPU gives none.
@@ -180,7 +193,8 @@ void ApiServer::Heartbeat(Call& c) {
 }
 
 void ApiServer::ReplyHeartbeat(Call& c) {
-  Json reply{{"ok", true}};
+  // The server's wall clock: the agent measures its own against it.
+  Json reply{{"ok", true}, {"serverTimeMs", control_.Now().value() / 1000000}};
   if (options_.peer_evidence) {
     // Every answer says how many nodes are live (an agent that sees it
     // change asks for its peers again); ?peers=1: who to ask whether the

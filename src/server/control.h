@@ -19,6 +19,7 @@
 #pragma once
 
 #include <atomic>
+#include <cmath>
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -178,6 +179,11 @@ struct NodeRecord {
   std::string agent_secret;  // presented to the agent when the server calls it; memory only
   std::vector<GpuSample> gpu_samples;  // from its last heartbeat; memory only
   std::vector<GpuXidCount> gpu_xids;   // since its agent started; memory only
+  // The node's clock minus the server's, seconds (NaN: not measured), and
+  // whether that is past the bound (ControlOptions::max_clock_offset, with
+  // hysteresis: it clears under half of it); memory only.
+  double clock_offset_s = std::nan("");
+  bool clock_skewed = false;
   NodeState state = NodeState::kDown;  // what the scheduler uses
 };
 
@@ -271,6 +277,10 @@ struct ControlOptions {
   // Per-node metrics (unipool_node_gpus, unipool_node_state) on clusters of
   // at most this many nodes: past it, a scrape would carry millions of lines.
   int32_t node_metrics_max = 10000;
+  // A node whose clock is further than this from the server's is skewed:
+  // an event on its running jobs, unipool_training_anomalies_total{kind=
+  // "ClockSkew"}, and a cause in `unipool diagnose` (etcd warns at 1 s).
+  Duration max_clock_offset = Seconds(1);
 };
 
 class ControlPlane {
@@ -370,6 +380,9 @@ class ControlPlane {
     std::string agent_secret;
     std::vector<GpuSample> gpus;  // its GPUs' readings; none from virtual GPUs
     std::vector<GpuXidCount> xids;  // its GPUs' Xid errors since its agent started
+    // Its clock minus the server's, seconds, as its agent measured it from
+    // the last reply's serverTimeMs; NaN: not measured.
+    double clock_offset_s = std::nan("");
   };
   Status Heartbeat(const std::string& name, const HeartbeatInfo& info);
   // The common heartbeat, for the event loop: when the node is live and the
@@ -515,6 +528,8 @@ class ControlPlane {
   void LossLocked(JobRecord& job, const std::string& progress, Time now, store::Txn& txn);
   train::SignalWindow& WindowLocked(const JobRecord& job);
   void ActOnFinding(JobRecord& job, const train::Finding& f, Time now, store::Txn& txn);
+  void NoteClockLocked(NodeRecord& n, double offset_s);
+  void ReportClockSkew(store::Txn& txn);
   void ResizeInPlace(JobRecord& job, const sched::ResizeJob& x, Time now, store::Txn& txn);
   void StopHeldRun(JobRecord& job, const sched::PreemptJob& x, Time now, store::Txn& txn);
   void ExpireLeases(Time now, store::Txn& txn);
@@ -609,6 +624,7 @@ class ControlPlane {
     train::SignalWindow window;
   };
   std::map<int64_t, JobSignals> signals_;  // running jobs' training signals (memory only)
+  std::vector<int32_t> clock_onsets_;      // nodes newly skewed, for the next reconcile
   std::set<int64_t> clearing_;          // active jobs with a non-empty JobRecord::clearing
   std::unique_ptr<sched::Scheduler> sched_;
   std::map<int64_t, JobRecord> jobs_;

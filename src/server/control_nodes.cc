@@ -111,6 +111,7 @@ bool ControlPlane::RenewLease(const std::string& name, const HeartbeatInfo& info
   n.agent_secret = info.agent_secret;
   n.gpu_samples = info.gpus;
   n.gpu_xids = info.xids;
+  NoteClockLocked(n, info.clock_offset_s);
   return true;
 }
 
@@ -127,6 +128,7 @@ Status ControlPlane::Heartbeat(const std::string& name, const HeartbeatInfo& inf
     n.agent_secret = info.agent_secret;
     n.gpu_samples = info.gpus;
     n.gpu_xids = info.xids;
+    NoteClockLocked(n, info.clock_offset_s);
     const bool sick = info.health != "ok" && n.admin.empty();
     if (!sick && !BeatChanges(n, info)) return Status::Ok();  // the common case: memory only
     // A change is written; while the store is read-only, the lease above

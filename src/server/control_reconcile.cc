@@ -372,6 +372,7 @@ Status ControlPlane::Reconcile() {
     ExpireLeases(now, txn);
     ReleaseLostNodes(txn);
     DecidePeerFailures(now, txn);
+    ReportClockSkew(txn);
     EnforceTimeLimits(now, txn);
     ChargeUsage(now);
     ChargeEnergy(now);
@@ -452,6 +453,7 @@ void ControlPlane::UpdateGauges() {
                         "unipool_largest_free_block_gpus",
                         "unipool_node_gpus",
                         "unipool_node_state",
+                        "unipool_node_clock_offset_seconds",
                         "unipool_gpu_utilization_ratio",
                         "unipool_gpu_memory_used_bytes",
                         "unipool_gpu_memory_total_bytes",
@@ -493,6 +495,9 @@ void ControlPlane::UpdateGauges() {
                    n.state == static_cast<NodeState>(st) ? 1 : 0);
     }
     if (n.alive) SetGpuGauges(n);
+    if (n.alive && !std::isnan(n.clock_offset_s)) {
+      metrics_.Set("unipool_node_clock_offset_seconds", {{"node", n.name}}, n.clock_offset_s);
+    }
   }
   for (const auto& [key, v] : gpus) {
     metrics_.Set("unipool_gpus", {{"partition", key.first}, {"state", key.second}},
@@ -664,6 +669,8 @@ void ControlPlane::DeclareMetrics(Metrics& m) {
   m.Declare("unipool_gpu_xid_errors_total", T::kCounter,
             "Xid errors the GPU driver logged for a GPU since its node's agent started, by xid "
             "code; one that needs a GPU reset (48, 79, 95...) drains the node.");
+  m.Declare("unipool_node_clock_offset_seconds", T::kGauge,
+            "The node's clock minus the server's, as its agent measures it at each heartbeat.");
   m.Declare("unipool_node_state", T::kGauge,
             "1 for the node's scheduling state (up, cordoned, drained, flaky, down), like "
             "kube-state-metrics' node conditions.");

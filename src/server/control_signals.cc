@@ -5,6 +5,7 @@
 // unipool_training_anomalies_total, and for a straggler of a job with
 // onStraggler: replace, a cordon of its node and a restart without it.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "io/quote.h"
@@ -134,6 +135,49 @@ void ControlPlane::ActOnFinding(JobRecord& job, const train::Finding& f, Time no
   if (!st.ok())
     log_.Error("control", "cannot replace a straggler: " + st.message(), {{"job", job.id}});
   dirty_ = true;
+}
+
+// ---- Clock skew --------------------------------------------------------------
+
+// A heartbeat's clock offset: kept, and a node that goes past the bound is
+// noted for the next reconcile (it clears under half the bound).
+void ControlPlane::NoteClockLocked(NodeRecord& n, double offset_s) {
+  if (std::isnan(offset_s)) return;
+  n.clock_offset_s = offset_s;
+  const double bound = ToSeconds(options_.max_clock_offset);
+  if (!n.clock_skewed && std::abs(offset_s) > bound) {
+    n.clock_skewed = true;
+    if (auto id = topo_.FindNode(n.name)) clock_onsets_.push_back(id->value());
+    dirty_ = true;
+  } else if (n.clock_skewed && std::abs(offset_s) < bound / 2) {
+    n.clock_skewed = false;
+  }
+}
+
+// Each node newly skewed: a warning, and an event and an anomaly on every
+// job running there (its timestamps, timeouts and leases disagree).
+void ControlPlane::ReportClockSkew(Txn& txn) {
+  for (int32_t i : clock_onsets_) {
+    const NodeRecord& n = nodes_[i];
+    if (!n.clock_skewed) continue;
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%+.3f s from the server's (bound %.3g s)", n.clock_offset_s,
+                  ToSeconds(options_.max_clock_offset));
+    const std::string what = "node " + n.name + "'s clock is " + buf;
+    log_.Warn("control", "clock skew: " + what, {{"node", n.name}});
+    for (JobId id : sched_->JobsOn(NodeId(i))) {
+      auto it = jobs_.find(id.value());
+      if (it == jobs_.end() || it->second.state != JobState::kRunning) continue;
+      metrics_.Add("unipool_training_anomalies_total",
+                   {{"queue", it->second.request.queue}, {"kind", "ClockSkew"}});
+      Write(it->second, "ClockSkew",
+            what +
+                ": its timestamps, timeouts and leases disagree with the others'; sync it "
+                "(chrony or NTP)",
+            txn);
+    }
+  }
+  clock_onsets_.clear();
 }
 
 }  // namespace unipool::server

@@ -68,6 +68,11 @@ constexpr CauseText kCauses[] = {
      "read the ranks' last lines in the evidence and `unipool logs`; a hang in a collective is "
      "usually one rank that died or stalled; set --hang-hook (py-spy dump) on the agents to see "
      "where"},
+    {"ClockSkew", "ClockSkew",
+     "a node's clock is off from the server's: timestamps, timeouts and leases computed there "
+     "disagree with the others' (log times, checkpoint ages, NCCL/gloo timeouts)",
+     "sync its clock (`chronyc tracking`, NTP or PTP), or cordon it (`unipool cordon NODE`) "
+     "until it is"},
     {"NodeLost", "NodeFailure", "a node of the job failed; the job resumed from its checkpoint",
      "nothing for the job; for the node: `unipool describe node NODE`, and drain it (`unipool "
      "drain NODE`) if it fails again"},
@@ -143,7 +148,8 @@ std::string_view FailureKey(const std::string& m) {
 std::string_view EventKey(const JobEvent& e) {
   const std::string& t = e.type;
   if (t == "NonFiniteLoss") return "NaNLoss";
-  for (const char* same : {"CommTimeout", "GradientSpike", "Straggler", "DataStraggler", "Hung"}) {
+  for (const char* same :
+       {"CommTimeout", "GradientSpike", "Straggler", "DataStraggler", "Hung", "ClockSkew"}) {
     if (t == same) return same;
   }
   if ((t == "Requeued" || t == "Disrupted") &&
@@ -172,6 +178,14 @@ void FromNodes(const DiagnosisInput& in, Causes& out) {
         bad = "GPU " + std::to_string(g.index) + " has " + std::to_string(g.ecc_uncorrected) +
               " uncorrected ECC errors";
       }
+    }
+    if (n.clock_skewed) {
+      char offset[48];
+      std::snprintf(offset, sizeof offset, "%+.3f s", n.clock_offset_s);
+      const CauseText& t = TextOf("ClockSkew");
+      out.Get(t.kind, t.summary, t.fix)
+          .evidence.push_back("node " + n.name + "'s clock is " + offset +
+                              " from the server's now");
     }
     if (bad.empty()) continue;
     out.Get("NodeFailure", "a node of the job is unhealthy",

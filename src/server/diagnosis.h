@@ -31,7 +31,7 @@ struct DiagnosisInput {
 
 // One likely cause. `kind` is stable, for scripts: OutOfMemory, NaNLoss,
 // CommTimeout, Straggler, DataStraggler, Pending, NodeFailure, Hung,
-// GradientSpike, CommunicationBound, FluctuatingThroughput, Failed.
+// GradientSpike, CommunicationBound, FluctuatingThroughput, ClockSkew, Failed.
 struct Cause {
   std::string kind;
   std::string summary;                // the cause, in a sentence

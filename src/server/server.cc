@@ -85,6 +85,7 @@ Result<std::unique_ptr<Server>> Server::Open(const ServerOptions& options, Logge
     copt.history_retention = options.history_retention;
   }
   copt.node_metrics_max = options.node_metrics_max;
+  copt.max_clock_offset = options.max_clock_offset;
   copt.usage_half_life = options.usage_half_life;
   copt.sched.min_runtime = options.min_runtime;
   copt.sched.format_time = [](Time t) { return io::FormatTime(t); };

@@ -45,6 +45,7 @@ struct ServerOptions {
   // the queue waits for the next pass.
   int64_t max_attempts_per_cycle = 1000;
   int32_t node_metrics_max = 10000;  // ControlOptions::node_metrics_max
+  Duration max_clock_offset = Seconds(1);             // ControlOptions::max_clock_offset
   Duration usage_half_life = Seconds(7 * 24 * 3600);  // ControlOptions::usage_half_life
   HttpLimits http;  // connections, workers per lane, timeouts, per-client caps
   // etcd only: a maintenance round this often (store/etcd_maintenance.h:
