@@ -463,7 +463,9 @@ void Agent::Reconcile(const Json& assignments) {
     const bool held = !a->value("clearing", Json::object()).empty();
     auto d = done_.find(id);
     // An elastic continue run may come back here with a newer membership.
-    const bool back = (*a)["world"].value("membership", int64_t{0}) > done_membership_[id];
+    const auto left = done_membership_.find(id);
+    const bool back = (*a)["world"].value("membership", int64_t{0}) >
+                      (left == done_membership_.end() ? 0 : left->second);
     if (state == "Running" && !held && (d == done_.end() || d->second != gen || back)) StartRun(*a);
   }
   std::erase_if(gone_sent_, [&](const auto& e) { return !want.contains(e.first); });
