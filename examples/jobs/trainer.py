@@ -21,6 +21,8 @@ Troubles to reproduce, for tests and for `unipool diagnose`:
                     (--slow-data: its extra time is spent loading data)
   --nan-at-step S   the loss is NaN from step S on
   --oom-at-step S   allocate host memory until it runs out at step S
+  --leak-mb-per-step M  keep M MiB more host memory each step (a loop that
+                    holds on to its outputs) until --memory-limit-mb runs out
 """
 import argparse
 import json
@@ -39,8 +41,9 @@ parser.add_argument("--slow-factor", type=float, default=3.0)
 parser.add_argument("--slow-data", action="store_true", help="the slow rank waits on data")
 parser.add_argument("--nan-at-step", type=int, default=-1)
 parser.add_argument("--oom-at-step", type=int, default=-1)
+parser.add_argument("--leak-mb-per-step", type=int, default=0)
 parser.add_argument("--memory-limit-mb", type=int, default=256,
-                    help="the address-space limit --oom-at-step runs into")
+                    help="the address-space limit --oom-at-step and --leak-mb-per-step run into")
 args = parser.parse_args()
 
 rank = int(os.environ["RANK"])
@@ -105,10 +108,14 @@ slow = (args.slow_node and os.environ.get("UNIPOOL_NODE") == args.slow_node
         and os.environ.get("LOCAL_RANK", "0") == "0")
 
 
-def oom():
+def limit_memory():
     import resource
     limit = args.memory_limit_mb << 20
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def oom():
+    limit_memory()
     hoard = []
     while True:  # MemoryError, as a data loader that keeps too much would
         hoard.append(bytearray(16 << 20))
@@ -160,6 +167,9 @@ if elastic:
         print(f"rank {rank}/{world}: joined at membership {version}, step {step} "
               f"(from a peer, not a checkpoint)", flush=True)
 
+kept = []  # --leak-mb-per-step
+if args.leak_mb_per_step > 0:
+    limit_memory()
 while step < args.steps:
     if elastic:
         rdzv = read_rendezvous()
@@ -185,6 +195,8 @@ while step < args.steps:
     step += 1
     if step == args.oom_at_step:
         oom()
+    if args.leak_mb_per_step > 0:  # written, so resident
+        kept.append(b"\x01" * (args.leak_mb_per_step << 20))
     if step == args.fail_at_step and os.environ.get("UNIPOOL_RESTART_COUNT") == "0":
         print(f"rank {rank}: failing at step {step} as asked", flush=True)
         sys.exit(1)

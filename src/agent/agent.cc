@@ -599,6 +599,9 @@ void Agent::StartRun(const Json& a) {
     return;
   }
   run->pgids = run->run.pids();
+  for (size_t i = 0; i < run->reports.size() && i < run->pgids.size(); ++i) {
+    run->reports[i].pid = run->pgids[i];  // both in launch order
+  }
   {
     std::lock_guard lock(pids_mu_);
     pgids_.insert(run->pgids.begin(), run->pgids.end());

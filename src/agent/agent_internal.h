@@ -2,6 +2,8 @@
 // one run of a job on this node.
 #pragma once
 
+#include <sys/types.h>
+
 #include <filesystem>
 #include <string>
 #include <utility>
@@ -17,6 +19,7 @@ struct ReportFile {
   std::string path;
   int64_t offset = 0;
   int32_t rank = 0;
+  pid_t pid = 0;      // its process (the root of the rank's process tree); 0 before the start
   int64_t step = -1;  // the last step it reported signals for
   int32_t steps = 0;
   double step_s = 0, data_s = 0, comm_s = 0;

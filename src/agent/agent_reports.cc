@@ -1,6 +1,9 @@
 // Agent, what a run's processes report: their report files read and
 // forwarded (progress, checkpoints with their measured size), and each
-// rank's step signals, summed and sent once a second (docs/cli.md).
+// rank's step signals, summed and sent once a second with its resident
+// memory (docs/cli.md).
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -9,6 +12,7 @@
 #include "agent/agent_internal.h"
 #include "agent/checkpoint_size.h"
 #include "agent/steady_clock.h"
+#include "io/proc_stat.h"
 #include "io/report_line.h"
 
 namespace unipool::agent {
@@ -99,20 +103,27 @@ void Agent::AddSignals(ReportFile& file, const Json& line) {
 }
 
 // One "signals" report: each rank's mean step, data and communication
-// time over the steps since the last one.
+// time over the steps since the last one, and its process tree's resident
+// memory at the run's step (the rank's own, else rank 0's).
 void Agent::SendSignals(int64_t job, LocalRun& run) {
+  const std::map<int64_t, io::ProcMemory> procs = io::ReadProcMemory();
+  const int64_t page = sysconf(_SC_PAGESIZE);
   Json ranks = Json::array();
   for (ReportFile& f : run.reports) {
-    if (f.steps == 0) continue;
-    ranks.push_back({{"rank", f.rank},
-                     {"node", options_.node},
-                     {"step", f.step},
-                     {"steps", f.steps},
-                     {"stepSeconds", f.step_s / f.steps},
-                     {"dataSeconds", f.data_s / f.steps},
-                     {"commSeconds", f.comm_s / f.steps}});
+    Json r = {{"rank", f.rank}, {"node", options_.node}};
+    const int64_t step = f.step >= 0 ? f.step : run.last_step;
+    if (step >= 0) r["step"] = step;
+    const int64_t rss = f.pid > 0 ? io::TreeRssPages(procs, f.pid) * page : 0;
+    if (rss > 0 && step >= 0) r["rssBytes"] = rss;
+    if (f.steps > 0) {
+      r["steps"] = f.steps;
+      r["stepSeconds"] = f.step_s / f.steps;
+      r["dataSeconds"] = f.data_s / f.steps;
+      r["commSeconds"] = f.comm_s / f.steps;
+    }
     f.steps = 0;
     f.step_s = f.data_s = f.comm_s = 0;
+    if (r.contains("rssBytes") || r.contains("stepSeconds")) ranks.push_back(std::move(r));
   }
   run.signals_sent_ms = SteadyMs();
   if (!ranks.empty()) Report(job, run.generation, "signals", "", Json{{"ranks", ranks}});

@@ -1,5 +1,6 @@
 // End-to-end: `unipool diagnose` on real runs of small jobs that reproduce
-// each trouble of MISSION M21 (OOM by allocation, NaN loss by a flag, a
+// each trouble of MISSION M21 (OOM by allocation, NaN loss by a flag, host
+// memory that grows each step until it runs out, a
 // gloo timeout by a rank that stops talking, slow data loading by a
 // sleeping loader, stuck pending by an impossible request). Its output is
 // compared with testdata/diagnose/CASE.txt once times and measured numbers
@@ -21,6 +22,8 @@ std::string Masked(std::string text) {
   text = std::regex_replace(text, std::regex(R"(\d+%)"), "<n>%");
   text = std::regex_replace(text, std::regex(R"(for \d+ steps, to step \d+)"),
                             "for <n> steps, to step <n>");
+  text = std::regex_replace(text, std::regex(R"(from \d+ MiB at step \d+ to \d+ MiB at step \d+)"),
+                            "from <n> MiB at step <n> to <n> MiB at step <n>");
   return text;
 }
 
@@ -52,7 +55,8 @@ class DiagnoseE2eTest : public AgentE2eTest {
         SubmitYaml("apiVersion: unipool/v1\nkind: Job\nmetadata: {name: " + name +
                    "}\nspec:\n  command: [python3, examples/jobs/trainer.py]\n  args: [" + args +
                    "]\n  workingDir: " UNIPOOL_SOURCE_DIR "\n  gpus: " + std::to_string(gpus) +
-                   "\n  gpusPerNode: 2\n  restartPolicy: {maxRestarts: 0}\n");
+                   "\n  gpusPerNode: " + std::to_string(std::min(gpus, 2)) +
+                   "\n  restartPolicy: {maxRestarts: 0}\n");
     const Json done = WaitFor(id, Ended, 90, "ended");
     EXPECT_EQ(done["state"], "Failed") << done.dump();
     return id;
@@ -62,8 +66,27 @@ class DiagnoseE2eTest : public AgentE2eTest {
 TEST_F(DiagnoseE2eTest, OutOfMemory) {
   StartAgent("n0");
   WaitNodesUp(1);
-  const int64_t id = Run("oom", 2, "--steps, '50', --oom-at-step, '3', --memory-limit-mb, '256'");
+  // One rank: with two, either may fail first.
+  const int64_t id = Run("oom", 1, "--steps, '50', --oom-at-step, '3', --memory-limit-mb, '256'");
   ExpectDiagnosis(id, "oom");
+}
+
+// A loop that keeps 2 MiB more each step: the agents' memory watch finds
+// the growth (MemoryGrowth) well before the 700 MiB limit ends the run.
+TEST_F(DiagnoseE2eTest, HostMemoryGrowth) {
+  StartAgent("n0");
+  WaitNodesUp(1);
+  const int64_t id = Run("leak", 1,
+                         "--steps, '2000', --step-time, '0.05', --leak-mb-per-step, '2', "
+                         "--memory-limit-mb, '700'");
+  const Json events =
+      server_.Call("GET", "/v1/jobs/" + std::to_string(id) + "/events", "admin").json();
+  bool grew = false;
+  for (const Json& e : events["items"]) grew |= e["type"] == "MemoryGrowth";
+  EXPECT_TRUE(grew) << events.dump();
+  ExpectDiagnosis(id, "memory-growth");
+  const std::string metrics = server_.Call("GET", "/metrics", "admin").body;
+  EXPECT_NE(metrics.find("kind=\"MemoryGrowth\"} 1"), std::string::npos);
 }
 
 TEST_F(DiagnoseE2eTest, NaNLoss) {

@@ -467,6 +467,7 @@ void ControlPlane::UpdateGauges() {
                         "unipool_job_checkpoint_bytes",
                         "unipool_job_startup_seconds",
                         "unipool_job_straggler_ratio",
+                        "unipool_job_host_memory_bytes",
                         "unipool_power_domain_watts",
                         "unipool_power_domain_cap_watts"}) {
     metrics_.Reset(g);
@@ -572,6 +573,10 @@ void ControlPlane::UpdateGauges() {
         }
       }
       if (worst > 0) metrics_.Set("unipool_job_straggler_ratio", l, worst);
+      int64_t rss = 0;
+      for (const auto& [rank, r] : w->second.window.ranks())
+        rss += std::max<int64_t>(0, r.rss.value());
+      if (rss > 0) metrics_.Set("unipool_job_host_memory_bytes", l, static_cast<double>(rss));
     }
     if (j.progress.empty()) continue;
     const Json p = Json::parse(j.progress, nullptr, false);
@@ -609,9 +614,13 @@ void ControlPlane::DeclareMetrics(Metrics& m) {
   m.Declare("unipool_job_straggler_ratio", T::kGauge,
             "A running job's slowest rank: its busy time per step (step less communication) "
             "over the median of the other ranks' (1: even; see Straggler events).");
+  m.Declare("unipool_job_host_memory_bytes", T::kGauge,
+            "A running job's resident host memory: its ranks' process trees' RSS, summed, as "
+            "its agents read it (see MemoryGrowth events).");
   m.Declare("unipool_training_anomalies_total", T::kCounter,
             "Training anomalies found in running jobs' reports, by kind: Straggler, "
-            "DataStraggler, NonFiniteLoss, GradientSpike, CommTimeout.");
+            "DataStraggler, NonFiniteLoss, GradientSpike, MemoryGrowth, CommTimeout, "
+            "ClockSkew.");
   m.Declare(
       "unipool_job_power_watts", T::kGauge,
       "A running job's IT power: its GPUs' nvidia-smi power draw where its nodes report it "

@@ -1,7 +1,8 @@
 // The control plane's watch on training signals: what agents forward of
 // the ranks' step times and of rank 0's loss and gradient norm goes through
-// the job's train::SignalWindow; its findings become events
-// ("Straggler", "DataStraggler", "NonFiniteLoss", "GradientSpike"),
+// the job's train::SignalWindow, and so does each rank's resident memory as
+// the agent reads it; its findings become events ("Straggler",
+// "DataStraggler", "NonFiniteLoss", "GradientSpike", "MemoryGrowth"),
 // unipool_training_anomalies_total, and for a straggler of a job with
 // onStraggler: replace, a cordon of its node and a restart without it.
 #include <algorithm>
@@ -21,6 +22,21 @@ using store::Txn;
 
 namespace {
 constexpr size_t kMaxRanksPerReport = 4096;
+
+// A rank's resident memory and the step it was read at, when the entry
+// has both (rssBytes, step) in range.
+std::optional<std::pair<int64_t, Bytes>> RankMemory(const Json& r) {
+  if (!r.contains("rssBytes") || !r.contains("step")) return std::nullopt;
+  const Json& rss = r["rssBytes"];
+  const Json& step = r["step"];
+  if (!rss.is_number_integer() || !step.is_number_integer()) return std::nullopt;
+  const int64_t bytes = rss.get<int64_t>(), at = step.get<int64_t>();
+  if (bytes < 0 || bytes > (int64_t{1} << 50) || at < 0 || r["rank"].get<int64_t>() < 0 ||
+      r["rank"].get<int64_t>() > (1 << 24)) {
+    return std::nullopt;
+  }
+  return std::pair{at, Bytes(bytes)};
+}
 
 std::string Times(double factor) {
   char buf[32];
@@ -45,18 +61,28 @@ void ControlPlane::SignalsLocked(JobRecord& job, const std::string& data, Time n
   size_t n = 0;
   for (const Json& r : d["ranks"]) {
     if (++n > kMaxRanksPerReport) break;
-    std::optional<train::RankSample> s = io::RankSignals(r, 0);
-    if (!s || !r.contains("rank")) continue;
-    if (r.contains("steps") && r["steps"].is_number_integer()) {
-      s->steps = static_cast<int32_t>(std::clamp<int64_t>(r["steps"].get<int64_t>(), 1, 1 << 20));
-    }
-    s->node = r.value("node", "");
+    if (!r.is_object() || !r.contains("rank") || !r["rank"].is_number_integer()) continue;
+    const std::string node = r.contains("node") && r["node"].is_string() ? r["node"] : "";
     // Only the job's own nodes: a rank is where the scheduler put it.
     if (!std::any_of(job.tasks.begin(), job.tasks.end(),
-                     [&](const TaskView& t) { return t.node == s->node; })) {
+                     [&](const TaskView& t) { return t.node == node; })) {
       continue;
     }
-    for (const train::Finding& f : window.AddRank(*s)) ActOnFinding(job, f, now, txn);
+    std::vector<train::Finding> found;
+    if (std::optional<train::RankSample> s = io::RankSignals(r, 0)) {
+      if (r.contains("steps") && r["steps"].is_number_integer()) {
+        s->steps = static_cast<int32_t>(std::clamp<int64_t>(r["steps"].get<int64_t>(), 1, 1 << 20));
+      }
+      s->node = node;
+      found = window.AddRank(*s);
+    }
+    if (std::optional<std::pair<int64_t, Bytes>> m = RankMemory(r)) {
+      for (train::Finding& f : window.AddMemory(static_cast<int32_t>(r["rank"].get<int64_t>()),
+                                                node, m->first, m->second)) {
+        found.push_back(std::move(f));
+      }
+    }
+    for (const train::Finding& f : found) ActOnFinding(job, f, now, txn);
     if (job.state != JobState::kRunning) return;
   }
 }
@@ -110,6 +136,9 @@ void ControlPlane::ActOnFinding(JobRecord& job, const train::Finding& f, Time no
   const bool replace = straggler && node && job.request.on_straggler == "replace";
   if (straggler && !replace) {
     message += "; onStraggler: warn (cordon " + f.node + ", or set onStraggler: replace)";
+  }
+  if (f.kind == train::FindingKind::kMemoryGrowth) {
+    message += "; the run fails when the node's memory or the job's limit runs out";
   }
   if (replace) {
     message +=

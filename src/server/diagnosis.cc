@@ -64,6 +64,12 @@ constexpr CauseText kCauses[] = {
      "one rank waits for its input data: slow storage or CPU contention on its node",
      "more data-loader workers or prefetch, a local copy of the data (spec.volumes), or cordon "
      "the node (`unipool cordon NODE`) or set spec.onStraggler: replace"},
+    {"MemoryGrowth", "MemoryGrowth",
+     "a rank's host memory keeps growing: a leak in the training loop, or fragmentation",
+     "look for what the loop keeps across steps (a loss summed as a tensor, not with .item(); "
+     "lists of outputs; a cache without a bound; data-loader workers that copy the dataset); "
+     "compare two heap snapshots (tracemalloc, memray); for fragmentation try jemalloc or "
+     "MALLOC_ARENA_MAX=2; checkpoint before it runs out"},
     {"Hung", "Hung", "the job stopped advancing (no new step within spec.progressTimeout)",
      "read the ranks' last lines in the evidence and `unipool logs`; a hang in a collective is "
      "usually one rank that died or stalled; set --hang-hook (py-spy dump) on the agents to see "
@@ -148,8 +154,8 @@ std::string_view FailureKey(const std::string& m) {
 std::string_view EventKey(const JobEvent& e) {
   const std::string& t = e.type;
   if (t == "NonFiniteLoss") return "NaNLoss";
-  for (const char* same :
-       {"CommTimeout", "GradientSpike", "Straggler", "DataStraggler", "Hung", "ClockSkew"}) {
+  for (const char* same : {"CommTimeout", "GradientSpike", "Straggler", "DataStraggler",
+                           "MemoryGrowth", "Hung", "ClockSkew"}) {
     if (t == same) return same;
   }
   if ((t == "Requeued" || t == "Disrupted") &&

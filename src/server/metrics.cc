@@ -12,6 +12,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "io/proc_stat.h"
+
 namespace unipool::server {
 namespace {
 
@@ -68,13 +70,7 @@ const char* TypeName(Metrics::Type t) {
 // pages. Empty where it cannot be read.
 std::vector<std::string> ProcSelfStat() {
   std::ifstream stat_file("/proc/self/stat");
-  std::string stat((std::istreambuf_iterator<char>(stat_file)), {});
-  const size_t close = stat.rfind(')');
-  if (close == std::string::npos || close + 2 > stat.size()) return {};
-  std::istringstream in(stat.substr(close + 2));
-  std::vector<std::string> f(3);  // the first field after ')' is 3
-  for (std::string v; in >> v;) f.push_back(v);
-  return f;
+  return io::ProcStatFields(std::string((std::istreambuf_iterator<char>(stat_file)), {}));
 }
 
 // The process's start from its ticks after boot and the uptime, never later

@@ -16,6 +16,8 @@ const char* FindingName(FindingKind k) {
       return "NonFiniteLoss";
     case FindingKind::kGradientSpike:
       return "GradientSpike";
+    case FindingKind::kMemoryGrowth:
+      return "MemoryGrowth";
   }
   return "?";
 }
@@ -42,6 +44,19 @@ std::string Finding::Describe() const {
                     value, static_cast<long long>(step), baseline > 0 ? value / baseline : 0.0,
                     baseline);
       return buf;
+    case FindingKind::kMemoryGrowth: {
+      const double mib = 1 << 20;
+      const double grown = static_cast<double>((rss - rss_baseline).value());
+      std::snprintf(buf, sizeof buf,
+                    "rank %d on %s: resident memory grew from %.0f MiB at step %lld to %.0f MiB "
+                    "at step %lld (+%.0f%%, %.1f MiB per step)",
+                    rank, node.c_str(), rss_baseline.value() / mib,
+                    static_cast<long long>(step - steps), rss.value() / mib,
+                    static_cast<long long>(step),
+                    rss_baseline.value() > 0 ? 100 * grown / rss_baseline.value() : 0.0,
+                    steps > 0 ? grown / mib / static_cast<double>(steps) : 0.0);
+      return buf;
+    }
   }
   return "";
 }
@@ -137,6 +152,42 @@ std::vector<Finding> SignalWindow::AddLoss(int64_t step, double loss,
   norms_.push_back(g);
   while (static_cast<int32_t>(norms_.size()) > options_.spike_window) norms_.pop_front();
   return out;
+}
+
+// Phases: the first sample starts the warm-up; the first one past it sets
+// the baseline; later ones compare with it. A rank reported once is again
+// when it has gone back under the bound and over it again.
+std::vector<Finding> SignalWindow::AddMemory(int32_t rank, const std::string& node, int64_t step,
+                                             Bytes rss) {
+  RankState& r = ranks_[rank];
+  r.node = node;
+  r.rss = rss;
+  if (r.rss_first_step < 0) r.rss_first_step = step;
+  if (r.rss_baseline_step < 0) {
+    if (step >= r.rss_first_step + options_.memory_warmup_steps) {
+      r.rss_baseline = rss;
+      r.rss_baseline_step = step;
+    }
+    return {};
+  }
+  const int64_t bound =
+      std::max(options_.memory_growth_min.value(),
+               static_cast<int64_t>(options_.memory_growth_share * r.rss_baseline.value()));
+  const bool grown = (rss - r.rss_baseline).value() > bound;
+  if (!grown || r.rss_reported) {
+    r.rss_reported = grown;
+    return {};
+  }
+  r.rss_reported = true;
+  Finding f;
+  f.kind = FindingKind::kMemoryGrowth;
+  f.step = step;
+  f.rank = rank;
+  f.node = node;
+  f.rss = rss;
+  f.rss_baseline = r.rss_baseline;
+  f.steps = step - r.rss_baseline_step;
+  return {f};
 }
 
 }  // namespace unipool::train

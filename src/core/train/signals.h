@@ -8,7 +8,12 @@
 //                   busy time (slow storage, CPU contention);
 //   non-finite loss a NaN or Inf loss;
 //   gradient spike  a gradient norm > spike_factor x the median of the
-//                   last spike_window norms.
+//                   last spike_window norms;
+//   memory growth   a rank's resident host memory grown by more than
+//                   max(memory_growth_min, memory_growth_share x its
+//                   baseline), the baseline taken memory_warmup_steps
+//                   after its first sample (past loading and the first
+//                   steps' allocations): a leak, or fragmentation.
 //
 // "Busy" is a rank's step time less its communication time: in a
 // synchronous job every rank's step takes as long as the slowest one's,
@@ -47,11 +52,20 @@ struct SignalOptions {
   double data_share = 0.5;
   double spike_factor = 10;
   int32_t spike_window = 20;
+  int64_t memory_warmup_steps = 10;
+  double memory_growth_share = 0.25;
+  Bytes memory_growth_min = Bytes(256 << 20);
 };
 
-enum class FindingKind { kStraggler, kDataStraggler, kNonFiniteLoss, kGradientSpike };
-// "Straggler", "DataStraggler", "NonFiniteLoss", "GradientSpike": the
-// server's event types.
+enum class FindingKind {
+  kStraggler,
+  kDataStraggler,
+  kNonFiniteLoss,
+  kGradientSpike,
+  kMemoryGrowth
+};
+// "Straggler", "DataStraggler", "NonFiniteLoss", "GradientSpike",
+// "MemoryGrowth": the server's event types.
 const char* FindingName(FindingKind k);
 
 struct Finding {
@@ -66,6 +80,9 @@ struct Finding {
   Duration busy, median;
   // Loss and gradient norm: the value and, for a spike, the window median.
   double value = 0, baseline = 0;
+  // Memory growth: the rank's resident memory now and at its baseline
+  // (`steps` steps before `step`).
+  Bytes rss, rss_baseline;
   // One line of evidence, e.g. "rank 3 on n2 is 3.0x slower than the
   // median rank for 12 steps, to step 40 (...; data loading 5% of it)".
   std::string Describe() const;
@@ -80,6 +97,9 @@ class SignalWindow {
   // The job's loss (any double, NaN and Inf included) and, when it has one,
   // gradient norm at `step`.
   std::vector<Finding> AddLoss(int64_t step, double loss, std::optional<double> grad_norm);
+  // A rank's resident memory (its processes' RSS, as the agent reads it)
+  // at the job's `step`. REQUIRES: step >= 0, rss >= 0.
+  std::vector<Finding> AddMemory(int32_t rank, const std::string& node, int64_t step, Bytes rss);
 
   // The ranks' latest busy time, by rank (for metrics and `diagnose`).
   struct RankState {
@@ -89,6 +109,10 @@ class SignalWindow {
     Duration step_time, comm;  // the last sample's step and collective times
     int64_t slow_steps = 0;  // consecutive steps over the bound
     bool reported = false;
+    // Resident memory: the latest, and the baseline (step -1: not yet).
+    Bytes rss = Bytes(-1), rss_baseline;
+    int64_t rss_first_step = -1, rss_baseline_step = -1;
+    bool rss_reported = false;
   };
   const std::map<int32_t, RankState>& ranks() const { return ranks_; }
   // The median busy time of the ranks other than `rank` (0 with none).

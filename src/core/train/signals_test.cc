@@ -109,5 +109,50 @@ TEST(SignalWindowTest, GradientSpikeAgainstTheRecentMedian) {
   EXPECT_TRUE(fresh.AddLoss(2, 2.0, 100.0).empty());
 }
 
+constexpr int64_t kMiB = 1 << 20;
+
+// Loading a model grows memory before the warm-up ends: no finding. A
+// leak of 8 MiB per step after it is found once it passes 256 MiB.
+TEST(SignalWindowTest, MemoryGrowthPastTheWarmUp) {
+  SignalWindow w;
+  std::vector<Finding> found;
+  for (int64_t step = 0; step <= 10; ++step) {  // loading: 100 MiB to 2 GiB
+    EXPECT_TRUE(w.AddMemory(1, "n0", step, Bytes((100 + 200 * step) * kMiB)).empty());
+  }
+  int64_t at = 0;
+  for (int64_t step = 11; step <= 80 && found.empty(); ++step) {
+    found = w.AddMemory(1, "n0", step, Bytes((2100 + 8 * (step - 10)) * kMiB));
+    at = step;
+  }
+  // The baseline is step 10's 2,100 MiB; the bound max(256 MiB, 25%) =
+  // 525 MiB, passed at step 10 + 66.
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(at, 76);
+  EXPECT_EQ(found[0].kind, FindingKind::kMemoryGrowth);
+  EXPECT_EQ(found[0].rss_baseline.value(), 2100 * kMiB);
+  EXPECT_EQ(found[0].steps, 66);
+  EXPECT_EQ(found[0].Describe(),
+            "rank 1 on n0: resident memory grew from 2100 MiB at step 10 to 2628 MiB at step 76 "
+            "(+25%, 8.0 MiB per step)");
+  EXPECT_STREQ(FindingName(found[0].kind), "MemoryGrowth");
+  EXPECT_TRUE(w.AddMemory(1, "n0", 77, Bytes(2700 * kMiB)).empty());  // the same growth
+  EXPECT_EQ(w.ranks().at(1).rss.value(), 2700 * kMiB);
+  EXPECT_TRUE(w.AddMemory(1, "n0", 78, Bytes(2200 * kMiB)).empty());   // freed
+  EXPECT_EQ(w.AddMemory(1, "n0", 79, Bytes(2700 * kMiB)).size(), 1u);  // and again
+}
+
+// Small processes: the 256 MiB floor, not the share, is the bound; steady
+// memory that wobbles is never found.
+TEST(SignalWindowTest, MemoryGrowthHasAFloor) {
+  SignalWindow w;
+  for (int64_t step = 0; step <= 200; ++step) {
+    const int64_t wobble = (step % 7) * 20 * kMiB;
+    EXPECT_TRUE(w.AddMemory(0, "n0", step, Bytes(40 * kMiB + wobble)).empty()) << step;
+  }
+  // The baseline is step 10's 100 MiB.
+  EXPECT_TRUE(w.AddMemory(0, "n0", 201, Bytes(350 * kMiB)).empty());  // +250 MiB
+  EXPECT_EQ(w.AddMemory(0, "n0", 202, Bytes(360 * kMiB)).size(), 1u);
+}
+
 }  // namespace
 }  // namespace unipool::train
