@@ -18,6 +18,8 @@ class ElasticE2eTest : public AgentE2eTest {
     std::string pid_file;  // under the checkpoint dir, by rank: "pid-rank{}-run0"
     std::string joined;    // what a joining rank logs
     int steps;
+    // How the job says it is elastic (YAML lines of spec).
+    std::string shape = "  gpus: 6\n  elastic: {minGpus: 2, onResize: continue}\n";
   };
 
   // Runs the scenario with `t`; returns the job's id.
@@ -28,10 +30,8 @@ class ElasticE2eTest : public AgentE2eTest {
     const std::string yaml =
         "apiVersion: unipool/v1\nkind: Job\nmetadata: {name: elastic}\nspec:\n"
         "  command: [" +
-        t.command + "]\n  args: [" + t.args +
-        "]\n  workingDir: " UNIPOOL_SOURCE_DIR
-        "\n  gpus: 6\n  elastic: {minGpus: 2, onResize: continue}\n"
-        "  restartPolicy: {maxRestarts: 3, backoff: 1s}\n";
+        t.command + "]\n  args: [" + t.args + "]\n  workingDir: " UNIPOOL_SOURCE_DIR "\n" +
+        t.shape + "  restartPolicy: {maxRestarts: 3, backoff: 1s}\n";
     const int64_t id = SubmitYaml(yaml);
     if (id < 0) return id;
     Json running = WaitFor(
@@ -119,10 +119,13 @@ class ElasticE2eTest : public AgentE2eTest {
   }
 };
 
+// The range as torchrun's --nnodes=1:3 says it: nodes {min, max}, a task
+// per node (the PyTorch run below gives minGpus instead).
 TEST_F(ElasticE2eTest, StandInTrainerGoesOnWithoutALostNodeAndGrowsBack) {
   Run({"python3, examples/jobs/trainer.py",
        "--steps, '600', --checkpoint-every, '50', --step-time, '0.03'", "pid-rank{}-run0",
-       "joined at membership 2", 600});
+       "joined at membership 2", 600,
+       "  nodes: {min: 1, max: 3}\n  gpusPerNode: 2\n  elastic: {onResize: continue}\n"});
 }
 
 TEST_F(ElasticE2eTest, PyTorchDdpGoesOnWithoutALostNodeAndGrowsBack) {

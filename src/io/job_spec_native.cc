@@ -97,10 +97,43 @@ Status ReadShare(const Fields& f, const char* key, int64_t gpus, int32_t* out) {
                          LocOf(f.Get(key)));
 }
 
-// gpus with at most one of gpusPerNode and gpusPerTask; nodes; exclusive;
-// placement (pack or spread); elastic; launch.
-Status ReadNativeShape(const Fields& f, JobRequest* job) {
-  UNIPOOL_RETURN_IF_ERROR(f.Int("gpus", &job->gpus, 1, kMaxJobGpus, true));
+// nodes: {min, max}, torchrun's --nnodes=MIN:MAX: `max` nodes of
+// gpusPerNode GPUs each (spec.gpus, when given, is their product), elastic
+// down to `min` nodes. Sets *min_nodes.
+Status ReadNodeRange(const Fields& f, JobRequest* job, int64_t* min_nodes) {
+  Result<Fields> r = Fields::Of(f.Get("nodes"), "spec.nodes", {"min", "max"});
+  if (!r.ok()) return r.status();
+  int64_t max = 0;
+  UNIPOOL_RETURN_IF_ERROR(r->Int("max", &max, 1, kMaxJobGpus, true));
+  UNIPOOL_RETURN_IF_ERROR(r->Int("min", min_nodes, 1, max, true));
+  if (f.Has("gpusPerTask")) {
+    return InvalidArgument("spec.nodes: a range of nodes runs a task per node: give gpusPerNode",
+                           LocOf(f.Get("gpusPerTask")));
+  }
+  int32_t per = 0;
+  UNIPOOL_RETURN_IF_ERROR(f.Int32("gpusPerNode", &per, 0, kMaxGpusPerNode));
+  if (per == 0 && job->gpus > 0 && job->gpus % max == 0)
+    per = static_cast<int32_t>(job->gpus / max);
+  if (per == 0) {
+    return InvalidArgument(
+        "spec.nodes: a range of nodes needs spec.gpusPerNode (the GPUs on each node)",
+        LocOf(f.Get("nodes")));
+  }
+  if (job->gpus == 0) job->gpus = max * per;
+  if (job->gpus != max * per || job->gpus > kMaxJobGpus) {
+    return InvalidArgument("spec.gpus: " + std::to_string(job->gpus) + " is not nodes.max (" +
+                               std::to_string(max) + ") x gpusPerNode (" + std::to_string(per) +
+                               ")",
+                           LocOf(f.Has("gpus") ? f.Get("gpus") : f.Get("nodes")));
+  }
+  job->nodes = static_cast<int32_t>(max);
+  job->gpus_per_node = per;
+  job->min_gpus = *min_nodes * per;
+  return Status::Ok();
+}
+
+// gpusPerNode or gpusPerTask (not both) and nodes, a number.
+Status ReadFixedShape(const Fields& f, JobRequest* job) {
   UNIPOOL_RETURN_IF_ERROR(ReadShare(f, "gpusPerNode", job->gpus, &job->gpus_per_node));
   UNIPOOL_RETURN_IF_ERROR(ReadShare(f, "gpusPerTask", job->gpus, &job->gpus_per_task));
   if (job->gpus_per_node > 0 && job->gpus_per_task > 0) {
@@ -125,6 +158,16 @@ Status ReadNativeShape(const Fields& f, JobRequest* job) {
     }
     job->gpus_per_node = static_cast<int32_t>(per);
   }
+  return Status::Ok();
+}
+
+// gpus with at most one of gpusPerNode and gpusPerTask; nodes (a number, or
+// a range); exclusive; placement (pack or spread); elastic; launch.
+Status ReadNativeShape(const Fields& f, JobRequest* job) {
+  const bool range = f.Has("nodes") && f.Get("nodes").IsMap();
+  UNIPOOL_RETURN_IF_ERROR(f.Int("gpus", &job->gpus, 1, kMaxJobGpus, !range));
+  int64_t min_nodes = 0;
+  UNIPOOL_RETURN_IF_ERROR(range ? ReadNodeRange(f, job, &min_nodes) : ReadFixedShape(f, job));
   UNIPOOL_RETURN_IF_ERROR(f.Bool("exclusive", &job->exclusive));
   std::string placement;
   UNIPOOL_RETURN_IF_ERROR(ReadFieldString(f, "placement", &placement));
@@ -133,10 +176,18 @@ Status ReadNativeShape(const Fields& f, JobRequest* job) {
   } else if (!placement.empty() && placement != "pack") {
     return Expected(f.Get("placement"), f.PathOf("placement"), "pack or spread");
   }
+  if (range && job->exclusive) {
+    return InvalidArgument("spec.nodes: an exclusive job has a fixed size", LocOf(f.Get("nodes")));
+  }
   if (f.Has("elastic")) {
     Result<Fields> e = Fields::Of(f.Get("elastic"), "spec.elastic", {"minGpus", "onResize"});
     if (!e.ok()) return e.status();
-    UNIPOOL_RETURN_IF_ERROR(e->Int("minGpus", &job->min_gpus, 1, job->gpus, true));
+    if (range && e->Has("minGpus")) {
+      return InvalidArgument(
+          "spec.elastic.minGpus: spec.nodes.min says the minimum already; give one of them",
+          LocOf(e->Get("minGpus")));
+    }
+    UNIPOOL_RETURN_IF_ERROR(e->Int("minGpus", &job->min_gpus, 1, job->gpus, !range));
     std::string on_resize = "restart";
     UNIPOOL_RETURN_IF_ERROR(ReadFieldString(*e, "onResize", &on_resize));
     if (on_resize != "restart" && on_resize != "continue") {

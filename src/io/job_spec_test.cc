@@ -343,6 +343,45 @@ spec:
             resources: {requests: {nvidia.com/gpu: 4}}
 )";
 
+// nodes: {min, max}, as torchrun's --nnodes=2:3: three nodes of
+// gpusPerNode, elastic down to two; spec.gpus follows or must agree.
+TEST(JobSpecTest, ARangeOfNodesIsAnElasticJobOfANodePerTask) {
+  const std::string head =
+      "apiVersion: unipool/v1\nkind: Job\nmetadata: {name: r}\nspec:\n"
+      "  command: [python3, train.py]\n";
+  const ParsedJob p = Read(head +
+                           "  nodes: {min: 2, max: 3}\n  gpusPerNode: 4\n"
+                           "  elastic: {onResize: continue}\n");
+  EXPECT_EQ(p.job.gpus, 12);
+  EXPECT_EQ(p.job.nodes, 3);
+  EXPECT_EQ(p.job.gpus_per_node, 4);
+  EXPECT_EQ(p.job.min_gpus, 8);
+  EXPECT_TRUE(p.job.elastic_continue);
+  const ParsedJob q = Read(head + "  gpus: 16\n  nodes: {min: 1, max: 2}\n");
+  EXPECT_EQ(q.job.gpus_per_node, 8);
+  EXPECT_EQ(q.job.min_gpus, 8);
+  EXPECT_FALSE(q.job.elastic_continue);
+  EXPECT_EQ(ErrorOf(head + "  gpus: 16\n  nodes: {min: 2, max: 3}\n  gpusPerNode: 4\n"),
+            "job.yaml:6:9: spec.gpus: 16 is not nodes.max (3) x gpusPerNode (4)");
+  EXPECT_EQ(ErrorOf(head + "  nodes: {min: 2, max: 3}\n"),
+            "job.yaml:6:10: spec.nodes: a range of nodes needs spec.gpusPerNode (the GPUs on "
+            "each node)");
+  EXPECT_EQ(ErrorOf(head + "  nodes: {min: 4, max: 3}\n  gpusPerNode: 4\n").find("spec.nodes.min"),
+            15u);  // after "job.yaml:6:10: "
+  EXPECT_NE(ErrorOf(head + "  nodes: {min: 2, max: 3}\n  gpusPerNode: 4\n"
+                           "  elastic: {minGpus: 8}\n")
+                .find("spec.nodes.min says the minimum already"),
+            std::string::npos);
+  EXPECT_NE(
+      ErrorOf(head + "  nodes: {min: 2, max: 3}\n  gpusPerTask: 4\n").find("give gpusPerNode"),
+      std::string::npos);
+  EXPECT_NE(ErrorOf(head + "  nodes: {min: 2, max: 3}\n  gpusPerNode: 4\n  exclusive: true\n")
+                .find("an exclusive job has a fixed size"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(head + "  nodes: {min: 2, maximum: 3}\n  gpusPerNode: 4\n").find("maximum"),
+            std::string::npos);
+}
+
 TEST(JobSpecTest, PyTorchJobWithOnlyWorkersAndAnElasticPolicy) {
   const ParsedJob p = Read(kPyTorchElastic);
   EXPECT_EQ(p.job.gpus, 16);

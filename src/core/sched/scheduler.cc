@@ -579,6 +579,23 @@ bool Scheduler::ContinueWithout(JobInfo& job, const std::vector<Task>& lost, Tim
   return true;
 }
 
+PlaceOutcome Scheduler::PlaceBeside(Pool& pool, const PlaceRequest& req,
+                                    const std::vector<Task>& have) {
+  if (req.max_tasks_per_node == 0) return placer_.Place(pool, req);
+  std::vector<NodeId> hidden;
+  for (const Task& t : have) {
+    if (pool.member(t.node) && pool.usable(t.node)) {
+      pool.SetUsable(t.node, false);
+      hidden.push_back(t.node);
+    }
+  }
+  pool.Flush();
+  PlaceOutcome out = placer_.Place(pool, req);
+  for (NodeId n : hidden) pool.SetUsable(n, true);
+  pool.Flush();
+  return out;
+}
+
 // Slices in place of a running job's lost ones: a hot spare (one lost
 // node) or free GPUs inside the group the job already spans; nullopt when
 // neither is there.
@@ -597,14 +614,13 @@ std::optional<std::vector<Task>> Scheduler::Replacements(const JobInfo& job,
     SetUsable(*spare, true);
     return std::vector<Task>{Task{*spare, AllGpus(static_cast<int32_t>(lost_gpus))}};
   }
-  // (A job with its own node per task would get a second task on a node.)
-  if (job.spec.max_tasks_per_node > 0) return std::nullopt;
   PlaceRequest req;
   req.task_gpus = job.spec.task_gpus;
   req.tasks = lost_gpus / job.spec.task_gpus;
+  req.max_tasks_per_node = job.spec.max_tasks_per_node;
   const int span = std::max(job.placement.score.span_tier, 0);
   req.within = std::make_pair(span, topo_->group_of(failed, span));
-  PlaceOutcome out = placer_.Place(PoolFor(job.partition), req);
+  PlaceOutcome out = PlaceBeside(PoolFor(job.partition), req, job.placement.tasks);
   auto* placed = std::get_if<Placed>(&out);
   if (!placed) return std::nullopt;
   return std::move(placed->placement.tasks);

@@ -350,6 +350,10 @@ class Scheduler {
   void Requeue(JobInfo& job, NodeId failed, Time now);
   void RestartAfterFailure(JobInfo& job, Time now);
   std::optional<std::vector<Task>> Replacements(const JobInfo& job, const std::vector<Task>& lost);
+  // The placer's answer for more tasks of a job that runs `have`; a job
+  // with a node per task (req.max_tasks_per_node 1) gets none of them on
+  // the nodes it already has (they are hidden from `pool` meanwhile).
+  PlaceOutcome PlaceBeside(Pool& pool, const PlaceRequest& req, const std::vector<Task>& have);
   std::optional<NodeId> FindSpare(const JobInfo& job, NodeId failed, int32_t gpus) const;
   // `usable`: up and not a spare; a node power keeps hidden stays hidden.
   void SetUsable(NodeId node, bool usable);

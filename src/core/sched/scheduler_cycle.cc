@@ -388,8 +388,7 @@ void Scheduler::Grow(CycleState& cs) {
   for (JobId id : elastic_) {
     JobInfo& job = jobs_.at(id);
     const JobSpec& s = job.spec;
-    if (s.min_gpus.value() == 0 || job.phase != JobPhase::kRunning || job.allocated() >= s.gpus ||
-        s.max_tasks_per_node > 0) {  // (growth could put a second task on a node)
+    if (s.min_gpus.value() == 0 || job.phase != JobPhase::kRunning || job.allocated() >= s.gpus) {
       continue;
     }
     // The most steps that fit, halving on failure: inside the group the job
@@ -405,13 +404,14 @@ void Scheduler::Grow(CycleState& cs) {
       PlaceRequest req;
       req.task_gpus = s.task_gpus;
       req.tasks = delta.value() / s.task_gpus;
+      req.max_tasks_per_node = s.max_tasks_per_node;
       req.within = std::make_pair(span, topo_->group_of(job.placement.tasks.front().node, span));
       cs.attempts++;
-      PlaceOutcome out = placer_.Place(pool, req);
+      PlaceOutcome out = PlaceBeside(pool, req, job.placement.tasks);
       if (!std::holds_alternative<Placed>(out)) {
         req.within.reset();
         if (s.required_tier >= 0) req.max_level = s.required_tier + 1;
-        out = placer_.Place(pool, req);
+        out = PlaceBeside(pool, req, job.placement.tasks);
       }
       if (auto* placed = std::get_if<Placed>(&out)) grown = std::move(*placed);
     }
