@@ -122,7 +122,10 @@ void Simulator::Impl::OnFailure(int64_t p) {
       s.phase = Phase::kDead;
       s.epoch++;
       CancelTransfer(i);  // the failed node's share of it is gone
-      s.undrained = Duration(0);
+      // The survivors of an elastic continue job hold that work in memory
+      // (Resize drains it again); a restart loses it (Start).
+      const sched::JobInfo* info = sched.Find(id);
+      if (!info || !info->spec.continue_on_resize) s.undrained = Duration(0);
       out.jobs[i].failures++;
       rec.jobs_hit++;
     }

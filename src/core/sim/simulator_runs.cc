@@ -358,8 +358,12 @@ void Simulator::Impl::Resize(const sched::ResizeJob& r) {
     if (s.dead_phase == Phase::kWriting) s.seg_done = s.seg_target;
     s.phase = Phase::kComputing;
     s.seg_start = now;
+    // A fast copy not yet drained lost the failed node's share: the
+    // survivors drain what they hold again.
+    if (s.undrained.value() > 0 && s.transfer == 0) StartTransfer(i, /*drain=*/true);
     return Rerate(i, pause);
   }
+  s.undrained = Duration(0);
   s.phase = Phase::kRestarting;  // it had not begun: it starts again
   s.rate = RateOf(i);
   Push(now + pause + jobs[i].restart_cost, Ev::kBeginCompute, i, s.epoch);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/sim/summary.h"
 #include "core/sim/workload.h"
@@ -438,6 +439,52 @@ TEST(SimulatorTest, CheckpointsWrittenAtOnceShareTheStorageBandwidth) {
   for (int64_t ns : staged.checkpoint_stall_ns) EXPECT_EQ(ns, Milliseconds(12500).value());
   for (const JobRecord& r : staged.jobs) EXPECT_EQ(r.end, Seconds(7200) + Milliseconds(12500));
   EXPECT_EQ(staged.drains_lost, 0);
+}
+
+// Elastic continue with two-stage checkpoints: a failure while a fast copy
+// is still draining loses none of it (the survivors hold it in memory and
+// drain it again), so every GPU-second the job held is useful work, a
+// checkpoint stall, or the failures' counted loss (detection, rejoin).
+TEST(SimulatorTest, ElasticContinueKeepsUndrainedWorkThroughAFailure) {
+  ClusterSpec spec = unipool::testing::ThreeTier(640);
+  spec.generator->partition_tier.clear();
+  StorageSpec st;
+  st.name = "slow";
+  st.write_bytes_per_s = 4e9;  // a 1 TB drain takes 250 s of each 600 s segment
+  st.client_bytes_per_s = 25e9;
+  st.local_bytes_per_s = 10e9;
+  spec.storage.push_back(st);
+  const Topology topo = Topology::Build(spec).value();
+  SimConfig c = OneQueue();
+  FailureProcess f;
+  f.mtbf = Seconds(20000);  // per node: ~40 failures of the job's 8 nodes
+  f.detection = Seconds(60);
+  c.failures.push_back(f);
+  SimJob j;
+  j.id = 1;
+  j.name = "elastic";
+  j.gpus = Gpus(64);
+  j.min_gpus = Gpus(32);
+  j.work = Seconds(100000);
+  j.checkpoint = CheckpointMode::kFixed;
+  j.checkpoint_interval = Seconds(600);
+  j.checkpoint_bytes = 1e12;
+  j.two_stage = true;
+  PolicyConfig p = NoFlaky();
+  p.elastic_continue = true;
+  p.elastic_step = Gpus(8);
+  Rng rng(7);
+  Result<SimOutput> out = Simulator(topo, c, p).Run({j}, rng);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ(out->jobs[0].committed, j.work);
+  EXPECT_GT(out->drains_lost, 5) << "failures during drains";
+  double stalls = 0;
+  for (int64_t ns : out->checkpoint_stall_ns) stalls += ns * 1e-9 * 64;
+  const double unaccounted = out->allocated_gpu_seconds - out->useful_gpu_seconds -
+                             static_cast<double>(out->failed_lost_gpu_seconds) - stalls;
+  EXPECT_LT(std::abs(unaccounted), 0.002 * out->allocated_gpu_seconds)
+      << "allocated " << out->allocated_gpu_seconds << ", useful " << out->useful_gpu_seconds
+      << ", lost " << out->failed_lost_gpu_seconds << ", stalls " << stalls;
 }
 
 TEST(SummaryTest, TheTablesQuantilesAreTheChartsQuantiles) {
