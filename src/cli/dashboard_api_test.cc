@@ -176,6 +176,75 @@ TEST(DashboardApiTest, ASkewedNodeClockIsShownCountedAndDiagnosed) {
   EXPECT_NE(bad.body.find("body.clockOffsetMs"), std::string::npos) << bad.body;
 }
 
+// M20 host memory: each rank's RSS comes in the agents' signals reports;
+// growth past max(256 MiB, 25%) over the baseline (10 steps after the
+// first reading) is a MemoryGrowth event, an anomaly, a cause in the
+// diagnosis; the job's RSS is a gauge. Malformed entries and ranks on
+// nodes the job does not run on change nothing.
+TEST(DashboardApiTest, HostMemoryGrowthIsAnEventAGaugeAndACause) {
+  TestServer s;
+  s.Start();
+  const int64_t id = RunningJob(s, "tenant-a", "team-a", 8);
+  const std::string path = "/v1/jobs/" + std::to_string(id);
+  const Json job = s.Call("GET", path, "admin").json();
+  const std::string node = job["tasks"][0]["node"];
+  const int64_t generation = job["generation"];
+  auto signals = [&](const std::string& ranks) {
+    return s.Call("POST", path + "/report", "admin",
+                  R"({"generation": )" + std::to_string(generation) +
+                      R"(, "kind": "signals", "data": {"ranks": [)" + ranks + "]}}");
+  };
+  auto entry = [&](int64_t step, int64_t mib, const std::string& where) {
+    return R"({"rank": 0, "node": ")" + where + R"(", "step": )" + std::to_string(step) +
+           R"(, "rssBytes": )" + std::to_string(mib << 20) + "}";
+  };
+  for (int64_t step = 0; step <= 40; step += 5) {
+    ASSERT_EQ(signals(entry(step, 1000, node)).status, 200);
+  }
+  // Garbage and a node the job is not on: ignored, the baseline stands.
+  for (const std::string& bad :
+       {std::string(R"({"rank": 0, "node": ")") + node + R"(", "step": 45, "rssBytes": "x"})",
+        std::string(R"({"rank": 0, "node": ")") + node + R"(", "step": 45, "rssBytes": -5})",
+        std::string(R"({"rank": -1, "node": ")") + node + R"(", "step": 45, "rssBytes": 1})",
+        std::string(R"({"rank": 0, "node": ")") + node + R"(", "step": 4.5, "rssBytes": 1})",
+        entry(45, 9000, "elsewhere"), std::string("7"), std::string("null")}) {
+    EXPECT_EQ(signals(bad).status, 200) << bad;
+  }
+  auto grown = [&] {
+    const Json events = s.Call("GET", path + "/events", "admin").json();
+    for (const Json& e : events["items"]) {
+      if (e["type"] == "MemoryGrowth") return e;
+    }
+    return Json();
+  };
+  EXPECT_TRUE(grown().is_null());
+  ASSERT_EQ(signals(entry(50, 1200, node)).status, 200);  // +200 MiB: under 256 MiB
+  EXPECT_TRUE(grown().is_null());
+  ASSERT_EQ(signals(entry(60, 1300, node)).status, 200);  // +300 MiB
+  const Json e = grown();
+  ASSERT_FALSE(e.is_null());
+  EXPECT_NE(
+      e["message"].get<std::string>().find("rank 0 on " + node +
+                                           ": resident memory grew from 1000 MiB at step 10 to "
+                                           "1300 MiB at step 60 (+30%, 6.0 MiB per step)"),
+      std::string::npos)
+      << e.dump();
+  const Json d = s.Call("GET", path + "/diagnosis", "admin").json();
+  bool named = false;
+  for (const Json& c : d["causes"]) named |= c["kind"] == "MemoryGrowth";
+  EXPECT_TRUE(named) << d.dump();
+  std::string metrics;
+  for (int i = 0; i < 100; ++i) {  // the gauge is set at the next reconcile
+    metrics = s.Call("GET", "/metrics", "admin").body;
+    if (metrics.find("unipool_job_host_memory_bytes{") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_NE(metrics.find("unipool_job_host_memory_bytes{job=\"" + std::to_string(id)),
+            std::string::npos);
+  EXPECT_NE(metrics.find(std::to_string(1300LL << 20)), std::string::npos);
+  EXPECT_NE(metrics.find("kind=\"MemoryGrowth\"} 1"), std::string::npos);
+}
+
 TEST(DashboardApiTest, ProgressIsKeptOverTimeAndThinnedPastItsBound) {
   TestServer s;
   s.Start();
