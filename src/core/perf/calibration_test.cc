@@ -108,8 +108,14 @@ std::string StackOf(const std::string& id) {
   for (const char* p : {"NAR-", "KOR-"}) {
     if (StartsWith(id, p)) return "megatron-2021";
   }
-  for (const char* p : {"BLOOM-", "MTNLG-", "MEGASCALE-T2-MLM", "MEGASCALE-F9-MLM"}) {
+  for (const char* p : {"BLOOM-", "MTNLG-"}) {
     if (StartsWith(id, p)) return "deepspeed-pipe";
+  }
+  // MegaScale's baseline is Megatron-LM (commit 285068c8, 2023): Megatron's
+  // pipeline sends, no fused attention or TP overlap (MakeRow adds the DP
+  // overlap).
+  for (const char* p : {"MEGASCALE-T2-MLM", "MEGASCALE-F9-MLM"}) {
+    if (StartsWith(id, p)) return "megatron-2021";
   }
   if (StartsWith(id, "TITAN-")) return "torchtitan-fsdp2";
   for (const char* p : {"OPT-", "MPT-", "DGXC-MAXTEXT"}) {
@@ -220,6 +226,7 @@ Row MakeRow(const std::map<std::string, std::string>& c) {
   EXPECT_TRUE(stack.ok());
   r.job.framework = *stack;
   r.job.framework.fp8 = StartsWith(c.at("precision"), "fp8");
+  if (StartsWith(r.id, "MEGASCALE-") && Contains(r.id, "-MLM")) r.job.framework.dp_overlap = true;
   if (StartsWith(r.id, "OPT-")) r.job.framework.flash_attention = false;  // 2022, before FA
   // Megatron-Bridge's MoE recipes fold EP over TP x DP with whole experts.
   if (r.job.model.is_moe() && StartsWith(r.id, "MBR") && r.plan.tp > 1) r.plan.etp = 1;

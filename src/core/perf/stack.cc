@@ -35,6 +35,7 @@ Result<Framework> StackProfile(std::string_view name) {
     f.flash_attention = f.tp_comm_overlap = f.dp_overlap = false;
   } else if (name == "deepspeed-pipe") {
     f.flash_attention = f.tp_comm_overlap = false;
+    f.pp_p2p_split_overlapped = false;
   } else if (name == "pytorch-fsdp") {
     f.tp_comm_overlap = false;
     f.zero3_node_aggregation = true;  // flat parameters: one coalesced collective per unit

@@ -47,13 +47,19 @@ struct Framework {
   // EP all-to-all overlapped with another micro-batch's compute
   // (Megatron-Core 0.13+ --overlap-moe-expert-parallel-comm, DeepSeek's DualPipe).
   bool ep_overlap = false;
+  // Pipeline sends: each split over the TP ranks (Megatron's scatter/gather,
+  // Narayanan et al. SC'21 4.1) and overlapped with the ranks' other work,
+  // or the whole activation from every TP rank with the compute waiting
+  // (DeepSpeed's PipelineEngine: runtime/pipe/p2p.py send() asserts
+  // async_op is False; recv, send, recv-grad, send-grad each block).
+  bool pp_p2p_split_overlapped = true;
 };
 
 // The software stacks the planner knows, by name:
 //   megatron-2021     Megatron-LM as in Narayanan et al. SC'21 / Korthikanti et al.
 //                     MLSys'23: no fused attention, no TP or DP overlap
 //   deepspeed-pipe    Megatron-DeepSpeed of 2022 (BLOOM, MT-NLG): no fused attention, no
-//                     TP overlap, ZeRO overlap_comm
+//                     TP overlap, ZeRO overlap_comm, blocking whole-tensor pipeline sends
 //   pytorch-fsdp      PyTorch FSDP1 / FairScale (OPT's metaseq, MosaicML's llm-foundry):
 //                     flat-parameter collectives over the node's NICs, flash attention,
 //                     no TP overlap
