@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "io/proc_stat.h"
+
 namespace unipool::agent {
 namespace fs = std::filesystem;
 
@@ -83,18 +85,7 @@ bool HasTag(const std::string& environ, const std::string& needle) {
 }
 
 std::string ReadEnviron(const char* pid) {
-  const std::string path = std::string("/proc/") + pid + "/environ";
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return "";
-  std::string out;
-  char buf[8192];
-  while (out.size() < (1u << 20)) {
-    const ssize_t n = read(fd, buf, sizeof buf);
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
-  return out;
+  return io::ReadProcFile(std::string("/proc/") + pid + "/environ", 1 << 20);
 }
 
 }  // namespace

@@ -1,12 +1,27 @@
 #include "io/proc_stat.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <sstream>
 
 namespace unipool::io {
+
+std::string ReadProcFile(const std::string& path, size_t max_bytes) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string out;
+  char buf[8192];
+  while (out.size() < max_bytes) {
+    const ssize_t n = read(fd, buf, sizeof buf);
+    if (n <= 0) break;  // the end, or an error (ESRCH: it ended meanwhile)
+    out.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return out;
+}
 
 std::vector<std::string> ProcStatFields(std::string_view line) {
   const size_t open = line.find('(');
@@ -28,9 +43,7 @@ std::map<int64_t, ProcMemory> ReadProcMemory(const std::string& proc_root) {
   for (const auto& entry : std::filesystem::directory_iterator(proc_root, ec)) {
     const std::string name = entry.path().filename().string();
     if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in(entry.path() / "stat");
-    const std::string line((std::istreambuf_iterator<char>(in)), {});
-    const std::vector<std::string> f = ProcStatFields(line);
+    const std::vector<std::string> f = ProcStatFields(ReadProcFile(entry.path() / "stat"));
     if (f.size() <= 24) continue;
     ProcMemory m;
     m.pid = std::atoll(f[1].c_str());

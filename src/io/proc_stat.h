@@ -13,6 +13,11 @@
 
 namespace unipool::io {
 
+// A /proc file's text, up to about `max_bytes`; "" when it cannot be read
+// (the process ended: reading a dead process's file fails with ESRCH,
+// which an ifstream would throw from).
+std::string ReadProcFile(const std::string& path, size_t max_bytes = 1 << 16);
+
 // The line's fields, f[i] being field i of proc(5) (1 the pid, 2 the
 // command without its parentheses, 4 the parent, 24 rss in pages). Empty
 // when the line has no "(comm)".

@@ -1,10 +1,13 @@
 #include "io/proc_stat.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 namespace unipool::io {
 namespace {
@@ -51,6 +54,30 @@ TEST(ProcStatTest, ReadsTheRealProc) {
   EXPECT_GT(self->second.rss_pages, 0);
   EXPECT_GE(TreeRssPages(procs, getpid()), self->second.rss_pages);
   EXPECT_TRUE(ReadProcMemory("/nonexistent-proc-root").empty());
+}
+
+// Processes end while the agent reads /proc: a file of one that ended
+// reads as "" (an ifstream throws from its read, ESRCH, and took the agent
+// down once); a scan while children come and go never throws.
+TEST(ProcStatTest, ProcessesThatEndWhileReadAreSkipped) {
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  ASSERT_GT(child, 0);
+  waitpid(child, nullptr, 0);
+  EXPECT_EQ(ReadProcFile("/proc/" + std::to_string(child) + "/stat"), "");
+  std::atomic<bool> stop{false};
+  std::thread churn([&] {
+    while (!stop) {
+      const pid_t p = fork();
+      if (p == 0) _exit(0);
+      if (p > 0) waitpid(p, nullptr, 0);
+    }
+  });
+  size_t seen = 0;
+  for (int i = 0; i < 200; ++i) seen += ReadProcMemory().size();
+  stop = true;
+  churn.join();
+  EXPECT_GT(seen, 0u);
 }
 
 }  // namespace

@@ -69,8 +69,7 @@ const char* TypeName(Metrics::Type t) {
 // ticks, 22 start time in ticks after boot, 23 vsize in bytes, 24 rss in
 // pages. Empty where it cannot be read.
 std::vector<std::string> ProcSelfStat() {
-  std::ifstream stat_file("/proc/self/stat");
-  return io::ProcStatFields(std::string((std::istreambuf_iterator<char>(stat_file)), {}));
+  return io::ProcStatFields(io::ReadProcFile("/proc/self/stat"));
 }
 
 // The process's start from its ticks after boot and the uptime, never later
