@@ -410,14 +410,18 @@ TEST_F(HungE2eTest, AJobThatStopsAdvancingIsRestartedThenFailed) {
 
 // A PyTorchJob runs its container's command once per pod, as Kubeflow
 // does: RANK of WORLD_SIZE pods, the pod's GPUs, and torchrun's defaults
-// (PET_*) for a command that runs torchrun itself.
+// (PET_*) for a command that runs torchrun itself. The job succeeds when
+// its master (rank 0) does, as Kubeflow's does: so each pod waits for the
+// others' files, as ranks wait for each other in their first collective.
 TEST_F(AgentE2eTest, APyTorchJobRunsItsCommandOncePerPod) {
   for (const char* n : {"n0", "n1", "n2"}) StartAgent(n);
   WaitNodesUp(3);
   const std::string pod =
       "        spec:\n          containers:\n          - name: pytorch\n"
-      "            command: [sh, -c, 'echo $RANK $WORLD_SIZE $CUDA_VISIBLE_DEVICES $PET_NNODES "
-      "$PET_NPROC_PER_NODE > $UNIPOOL_CHECKPOINT_DIR/pod-$RANK']\n"
+      "            command: [sh, -c, 'D=$UNIPOOL_CHECKPOINT_DIR; echo $RANK $WORLD_SIZE "
+      "$CUDA_VISIBLE_DEVICES $PET_NNODES $PET_NPROC_PER_NODE > $D/tmp-$RANK && mv $D/tmp-$RANK "
+      "$D/pod-$RANK; for i in $(seq 300); do [ $(ls $D | grep -c ^pod-) -ge 3 ] && exit 0; "
+      "sleep 0.1; done; exit 1']\n"
       "            resources: {limits: {nvidia.com/gpu: 2}}\n";
   const std::string yaml =
       "apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: pods}\nspec:\n"
