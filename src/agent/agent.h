@@ -60,6 +60,7 @@
 #include "agent/watchdog.h"
 #include "agent/xid.h"
 #include "core/base/units.h"
+#include "io/proc_stat.h"
 #include "server/gpu_sample.h"
 #include "server/log.h"
 #include "server/server_list.h"
@@ -195,6 +196,9 @@ class Agent {
   void ForwardReports(int64_t job, LocalRun& run);
   void AddSignals(ReportFile& file, const Json& line);
   void SendSignals(int64_t job, LocalRun& run);
+  // The node's processes as /proc shows them, read at most once a second
+  // however many runs send signals (one scan serves them all).
+  const std::map<int64_t, io::ProcMemory>& Processes();
   Json MeasuredCheckpoint(const Json& reported, LocalRun& run);
   // True when the server answered (whatever it said).
   bool Report(int64_t job, int64_t generation, const std::string& kind, const std::string& msg,
@@ -292,6 +296,8 @@ class Agent {
   std::set<int64_t> known_jobs_;                // for the long poll
 
   std::map<int64_t, std::unique_ptr<LocalRun>> runs_;  // by job; main loop only
+  std::map<int64_t, io::ProcMemory> processes_;        // Processes(); main loop only
+  int64_t processes_read_ms_ = -1;
   std::map<int64_t, int64_t> done_;                    // job -> generation that ended here
   // job -> the membership its run here had when it ended (an elastic
   // continue job may come back to this node in the same run, later).

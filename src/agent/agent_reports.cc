@@ -106,7 +106,7 @@ void Agent::AddSignals(ReportFile& file, const Json& line) {
 // time over the steps since the last one, and its process tree's resident
 // memory at the run's step (the rank's own, else rank 0's).
 void Agent::SendSignals(int64_t job, LocalRun& run) {
-  const std::map<int64_t, io::ProcMemory> procs = io::ReadProcMemory();
+  const std::map<int64_t, io::ProcMemory>& procs = Processes();
   const int64_t page = sysconf(_SC_PAGESIZE);
   Json ranks = Json::array();
   for (ReportFile& f : run.reports) {
@@ -127,6 +127,15 @@ void Agent::SendSignals(int64_t job, LocalRun& run) {
   }
   run.signals_sent_ms = SteadyMs();
   if (!ranks.empty()) Report(job, run.generation, "signals", "", Json{{"ranks", ranks}});
+}
+
+const std::map<int64_t, io::ProcMemory>& Agent::Processes() {
+  const int64_t now = SteadyMs();
+  if (processes_read_ms_ < 0 || now - processes_read_ms_ >= 1000) {
+    processes_ = io::ReadProcMemory();
+    processes_read_ms_ = now;
+  }
+  return processes_;
 }
 
 }  // namespace unipool::agent

@@ -689,15 +689,14 @@ Estimate EvaluateUnchecked(const Job& job, const HardwareView& hw, const Plan& p
   const double fwd_mb = sum(&LayerCost::fwd), bwd_mb = sum(&LayerCost::bwd);
   double pp_msg = 0;
   CommCost p2p;
+  const bool split = job.framework.pp_p2p_split_overlapped;
   if (plan.pp > 1) {
-    const bool split = job.framework.pp_p2p_split_overlapped;
     pp_msg = kActBytes * c.tokens * model.hidden / (split ? plan.tp : 1);
     p2p = CollectiveTime(hw, Collective::kP2P, {2, c.strides.pp}, pp_msg);
   }
   // Per micro-batch and chunk: an activation forward and a gradient back;
   // blocking, each stage also waits for the two it receives.
-  const double p2p_mb =
-      (job.framework.pp_p2p_split_overlapped ? 2.0 : 4.0) * plan.vpp * p2p.seconds;
+  const double p2p_mb = (split ? 2.0 : 4.0) * plan.vpp * p2p.seconds;
   const double compute_mb = fwd_mb + bwd_mb + logits;
   const double rc_mb = sum(&LayerCost::rc);
   const double tp_mb = sum(&LayerCost::tp_exposed), cp_mb = sum(&LayerCost::cp_exposed);
