@@ -7,6 +7,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -18,7 +19,13 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-// Pids of live (not zombie) `sleep MARKER` processes. Only the sleep
+// A marker of this test process: the sleep length with the pid's digits
+// appended (301.5 -> 301.512345), so that the tests that ctest runs side by
+// side, each with the same script, never see one another's processes.
+std::string Own(const std::string& marker) { return marker + std::to_string(getpid()); }
+
+// Pids of live (not zombie) `sleep MARKER` processes, MARKER this process's
+// own (Own). Only the sleep
 // itself: the shell and the setsid or env on the way to it also carry the
 // marker, but each only until its exec, and a scan that meets one of them
 // mid-exec (an empty command line) would see none of them.
@@ -32,7 +39,7 @@ std::vector<pid_t> Find(const std::string& marker) {
     stat << std::ifstream(e.path() / "stat").rdbuf();
     std::vector<std::string> argv;
     for (std::string arg; std::getline(cmd, arg, '\0');) argv.push_back(arg);
-    if (argv.size() == 2 && fs::path(argv[0]).filename() == "sleep" && argv[1] == marker &&
+    if (argv.size() == 2 && fs::path(argv[0]).filename() == "sleep" && argv[1] == Own(marker) &&
         stat.str().find(") Z ") == std::string::npos) {
       out.push_back(std::stoi(name));
     }
@@ -48,11 +55,12 @@ class ContainmentTest : public ::testing::TestWithParam<std::string> {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  // Starts `script` for run (job, generation) the way the agent does.
+  // Starts `script` for run (job, generation) the way the agent does, its
+  // sleep lengths made this process's own.
   void Launch(const Containment& c, ProcessGroup& g, int64_t job, int64_t gen,
               const std::string& script) {
     ProcessSpec p;
-    p.argv = {"sh", "-c", script};
+    p.argv = {"sh", "-c", std::regex_replace(script, std::regex("30[0-9]\\.[0-9]+"), Own("$&"))};
     p.log_path = dir_ + "/log-" + std::to_string(job) + "-" + std::to_string(gen);
     p.cgroup_procs = c.PrepareRun(job, gen);
     p.env = {{"UNIPOOL_FENCE", c.RunTag(job, gen)}};

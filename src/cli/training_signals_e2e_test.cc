@@ -32,14 +32,16 @@ Json EventOf(const Json& events, const std::string& type) {
 TEST_F(AgentE2eTest, AStragglerIsFoundAndReplaced) {
   StartAgent("n0");
   StartAgent("n1");
-  WaitNodesUp(2);
+  StartAgent("n2");
+  WaitNodesUp(3);
+  // n2 is where it can go: kept out of the first placement, then open.
+  ASSERT_EQ(server_.Call("POST", "/v1/nodes/n2/cordon", "admin").status, 200);
   const int64_t id = SubmitTrainer(
-      "slow", 4, "--steps, '200', --checkpoint-every, '10', --step-time, '0.05', --slow-node, n1",
+      "slow", 4, "--steps, '200', --checkpoint-every, '10', --step-time, '0.1', --slow-node, n1",
       "  onStraggler: replace\n");
   WaitFor(
       id, [](const Json& j) { return j["state"] == "Running"; }, 30, "started");
-  StartAgent("n2");  // where it can go
-  WaitNodesUp(3);
+  ASSERT_EQ(server_.Call("POST", "/v1/nodes/n2/uncordon", "admin").status, 200);
   const std::string path = "/v1/jobs/" + std::to_string(id) + "/events";
   const Json straggler = WaitEvent(id, "Straggler", 30);
   ASSERT_FALSE(straggler.is_null());
@@ -61,6 +63,26 @@ TEST_F(AgentE2eTest, AStragglerIsFoundAndReplaced) {
       EventOf(server_.Call("GET", path, "admin").json(), "Requeued").value("message", "");
   EXPECT_NE(requeued.find("rank 2 on n1 straggled"), std::string::npos) << requeued;
   std::cerr << "straggler found at its step " << step << ": " << message << "\n";
+}
+
+// replace with nowhere to go: a slow node beats no node, the job stays.
+TEST_F(AgentE2eTest, AStragglerWithNowhereToGoStays) {
+  StartAgent("n0");
+  StartAgent("n1");
+  WaitNodesUp(2);
+  const int64_t id = SubmitTrainer(
+      "slow", 4, "--steps, '60', --checkpoint-every, '10', --step-time, '0.1', --slow-node, n1",
+      "  onStraggler: replace\n");
+  const Json found = WaitEvent(id, "Straggler", 30);
+  ASSERT_FALSE(found.is_null());
+  const std::string message = found["message"];
+  EXPECT_NE(message.find("onStraggler: replace, but the job has no room without n1"),
+            std::string::npos)
+      << message;
+  Json done = WaitFor(id, Ended, 90, "ended");
+  EXPECT_EQ(done["state"], "Succeeded") << done.dump();
+  EXPECT_EQ(done["disruptions"], 0);
+  EXPECT_EQ(server_.Call("GET", "/v1/nodes/n1", "admin").json().value("admin", ""), "");
 }
 
 // With the default (warn), the event says what to do and the job stays.

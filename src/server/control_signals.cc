@@ -133,8 +133,13 @@ void ControlPlane::ActOnFinding(JobRecord& job, const train::Finding& f, Time no
       f.kind == train::FindingKind::kStraggler || f.kind == train::FindingKind::kDataStraggler;
   std::string message = f.Describe();
   auto node = straggler ? topo_.FindNode(f.node) : std::nullopt;
-  const bool replace = straggler && node && job.request.on_straggler == "replace";
-  if (straggler && !replace) {
+  const bool asked = straggler && node && job.request.on_straggler == "replace";
+  // A slow node beats no node: replace only where the job fits without it.
+  const bool replace = asked && sched_->HasRoomWithout(JobId(job.id), *node);
+  if (asked && !replace) {
+    message += "; onStraggler: replace, but the job has no room without " + f.node +
+               ": it stays (free GPUs elsewhere, or cordon " + f.node + " when they are)";
+  } else if (straggler && !replace) {
     message += "; onStraggler: warn (cordon " + f.node + ", or set onStraggler: replace)";
   }
   if (f.kind == train::FindingKind::kMemoryGrowth) {

@@ -392,6 +392,18 @@ Status Scheduler::Replace(JobId id, NodeId node, const std::string& why, Time no
   return Status::Ok();
 }
 
+bool Scheduler::HasRoomWithout(JobId id, NodeId node) const {
+  const JobInfo* job = Find(id);
+  if (!job || job->phase != JobPhase::kRunning) return false;
+  int64_t held = 0;
+  for (const Task& t : job->placement.tasks) {
+    if (t.node != node) held += CountGpus(t.gpus);
+  }
+  const int64_t free_off = free_gpus().value() - (global_.usable(node) ? global_.free(node) : 0);
+  const Gpus needs = job->spec.min_gpus.value() > 0 ? job->spec.min_gpus : job->spec.gpus;
+  return held + free_off >= needs.value();
+}
+
 // What a stop at `now` costs: the work since the last checkpoint, which is
 // done again, and the restart that redoing it begins with (restart_cost).
 // A run's own start-up was counted with the stop that caused it, so the

@@ -204,6 +204,13 @@ class Scheduler {
   // stays at least its minimum without the node drops it in place instead
   // (ResizeJob in_place) and grows onto another (Grow).
   Status Replace(JobId job, NodeId node, const std::string& why, Time now);
+  // Whether a running job has GPUs enough without `node`: the ones it
+  // holds elsewhere and the free usable ones off the node reach its
+  // smallest size (min_gpus when elastic). A count, not a placement:
+  // topology may still keep it waiting. Callers ask before cordoning a
+  // straggler's node, so that a slow node is not traded for no node.
+  // False for an unknown or not running job.
+  bool HasRoomWithout(JobId job, NodeId node) const;
   // Node up/down/cordoned/drained/flaky. Down requeues its jobs (lost work
   // accounted), but an elastic continue job goes on without it in place; drained preempts them with
   // their queue's grace period; cordoned lets them run but places nothing new.

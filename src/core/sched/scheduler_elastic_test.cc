@@ -133,6 +133,25 @@ TEST_F(SchedulerTest, ReplaceSwapsTheNodeOfAnElasticContinueJobAndRequeuesOthers
   EXPECT_EQ(sched_->Replace(JobId(2), slow, "slow", now_).code(), StatusCode::kFailedPrecondition);
 }
 
+// Before cordoning a straggler's node the caller asks whether the job
+// fits without it: its GPUs elsewhere and the free ones off the node.
+TEST_F(SchedulerTest, HasRoomWithoutCountsTheJobsOtherGpusAndTheFreeOnesOffTheNode) {
+  QueueId q = AddQueue("q");
+  Submit(Job(1, q, 16));
+  Submit(ElasticContinue(2, q, 16, 8));
+  Submit(Job(3, q, 192 - 32 - 8));  // one node left free
+  auto starts = Of<StartJob>(Cycle());
+  ASSERT_EQ(starts.size(), 3u);
+  const NodeId slow = starts[0].placement.tasks[0].node;
+  EXPECT_TRUE(sched_->HasRoomWithout(JobId(1), slow));  // 8 held elsewhere + 8 free
+  Submit(Job(4, q, 8));
+  ASSERT_EQ(Of<StartJob>(Cycle()).size(), 1u);  // none free now
+  EXPECT_FALSE(sched_->HasRoomWithout(JobId(1), slow));
+  // An elastic job fits at its minimum on the node it keeps.
+  EXPECT_TRUE(sched_->HasRoomWithout(JobId(2), starts[1].placement.tasks[0].node));
+  EXPECT_FALSE(sched_->HasRoomWithout(JobId(99), slow));
+}
+
 // A job of a node per task (nodes: {min: 2, max: 3} at 4 GPUs each) grows
 // back onto a node of its own, never beside a task it already runs; and
 // only where such a node has room.

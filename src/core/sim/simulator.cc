@@ -237,12 +237,13 @@ void Simulator::Impl::OnSlowEnd(int32_t n, int64_t token) {
 }
 
 // The watch names node n a straggler of job i: with replace, the node is
-// cordoned and the job leaves it (in place when elastic continue).
+// cordoned and the job leaves it (in place when elastic continue), when
+// it has room without it.
 void Simulator::Impl::OnSlowDetect(int64_t i, int32_t n) {
   const Phase ph = state[i].phase;
   if (slow[n] <= 1 || !policy.replace_stragglers || ph == Phase::kQueued || ph == Phase::kDone ||
-      ph == Phase::kDead || ph == Phase::kStopping) {
-    return;
+      ph == Phase::kDead || ph == Phase::kStopping || !sched.HasRoomWithout(Sid(i), NodeId(n))) {
+    return;  // (a slow node beats no node: the server's rule too)
   }
   if (sched.node_state(NodeId(n)) == NodeState::kUp) {
     (void)sched.SetNodeState(NodeId(n), NodeState::kCordoned, now);

@@ -90,16 +90,21 @@ std::vector<Finding> SignalWindow::AddRank(const RankSample& s) {
   r.step_time = s.step_time;
   r.comm = std::min(s.comm_time, s.step_time);
   const Duration median = MedianBusyExcept(s.rank);
-  const bool slow =
-      median.value() > 0 && static_cast<double>(r.busy.value()) >
-                                options_.straggler_factor * static_cast<double>(median.value());
+  const bool slow = median.value() > 0 && r.busy - median > options_.straggler_min_excess &&
+                    static_cast<double>(r.busy.value()) >
+                        options_.straggler_factor * static_cast<double>(median.value());
   if (!slow) {
     r.slow_steps = 0;
+    r.slow_samples = 0;
     r.reported = false;
     return {};
   }
   r.slow_steps += std::max(1, s.steps);
-  if (r.reported || r.slow_steps < options_.straggler_steps) return {};
+  r.slow_samples++;
+  if (r.reported || r.slow_steps < options_.straggler_steps ||
+      r.slow_samples < options_.straggler_samples) {
+    return {};
+  }
   r.reported = true;
   Finding f;
   f.step = s.step;

@@ -3,7 +3,11 @@
 // and gradient norm go in; findings come out, each once until it clears:
 //
 //   straggler       a rank busy > straggler_factor x the median of the
-//                   others for straggler_steps steps in a row;
+//                   others, and by more than straggler_min_excess, for
+//                   straggler_steps steps in a row seen in at least
+//                   straggler_samples samples (a rank that is slow, not
+//                   one descheduled for a second: a sample averages
+//                   every step since the previous one);
 //   data straggler  the same, with data loading over data_share of its
 //                   busy time (slow storage, CPU contention);
 //   non-finite loss a NaN or Inf loss;
@@ -49,6 +53,10 @@ struct RankSample {
 struct SignalOptions {
   double straggler_factor = 1.5;
   int32_t straggler_steps = 10;
+  int32_t straggler_samples = 2;
+  // Busy time over the median below this is jitter, not a straggler (the
+  // few tens of ms a loaded host delays a wake-up by).
+  Duration straggler_min_excess = Milliseconds(50);
   double data_share = 0.5;
   double spike_factor = 10;
   int32_t spike_window = 20;
@@ -107,7 +115,8 @@ class SignalWindow {
     int64_t step = 0;
     Duration busy, data;
     Duration step_time, comm;  // the last sample's step and collective times
-    int64_t slow_steps = 0;  // consecutive steps over the bound
+    int64_t slow_steps = 0;    // consecutive steps over the bound
+    int32_t slow_samples = 0;  // the samples they came in
     bool reported = false;
     // Resident memory: the latest, and the baseline (step -1: not yet).
     Bytes rss = Bytes(-1), rss_baseline;

@@ -59,11 +59,28 @@ TEST(SignalWindowTest, CountsStepsAcrossSamplesAndStartsOverWhenItRecovers) {
 TEST(SignalWindowTest, ADataLoadingStragglerIsNamedSo) {
   SignalWindow w;
   for (int32_t r = 0; r < 3; ++r) w.AddRank(Sample(r, 10, 0.1, 0, 0.01, 10));
-  std::vector<Finding> f = w.AddRank(Sample(3, 10, 0.4, 0, 0.3, 10));
+  EXPECT_TRUE(w.AddRank(Sample(3, 10, 0.4, 0, 0.3, 10)).empty());  // one sample: not yet
+  std::vector<Finding> f = w.AddRank(Sample(3, 20, 0.4, 0, 0.3, 10));
   ASSERT_EQ(f.size(), 1u);
   EXPECT_EQ(f[0].kind, FindingKind::kDataStraggler);
   EXPECT_NEAR(f[0].data_share, 0.75, 1e-9);
   EXPECT_STREQ(FindingName(f[0].kind), "DataStraggler");
+}
+
+// A loaded host delays a short step's wake-up by tens of ms: 1.9x the
+// median of 50 ms steps is jitter, and so is one second-long sample of a
+// descheduled rank, however many steps it averages.
+TEST(SignalWindowTest, JitterAndOneBadSampleAreNoStragglers) {
+  SignalWindow w;
+  for (int64_t step = 20; step <= 400; step += 20) {
+    for (int32_t r = 0; r < 3; ++r) w.AddRank(Sample(r, step, 0.05, 0, 0, 20));
+    EXPECT_TRUE(w.AddRank(Sample(3, step, 0.095, 0, 0, 20)).empty()) << step;
+  }
+  SignalWindow burst;
+  for (int32_t r = 0; r < 3; ++r) burst.AddRank(Sample(r, 20, 0.1, 0, 0, 20));
+  EXPECT_TRUE(burst.AddRank(Sample(3, 20, 0.5, 0, 0, 20)).empty());
+  EXPECT_TRUE(burst.AddRank(Sample(3, 40, 0.1, 0, 0, 20)).empty());
+  EXPECT_TRUE(burst.AddRank(Sample(3, 60, 0.5, 0, 0, 20)).empty());  // not in a row
 }
 
 TEST(SignalWindowTest, EvenRanksAreNoStragglers) {
