@@ -39,7 +39,7 @@ struct PlanOptions {
   int32_t tp = 0, pp = 0, dp = 0, cp = 0, ep = 0, etp = 0, vpp = 0, mbs = 0, zero = -1;
   std::string recompute, order, sequence_parallel;
   // Framework.
-  bool no_flash = false, no_tp_overlap = false, no_dp_overlap = false, fp8 = false;
+  bool no_flash = false, no_tp_overlap = false, no_dp_overlap = false, fp8 = false, eager = false;
   bool ignore_memory = false;
   std::string stack = "mcore-2025";
   // Sizing.
@@ -94,6 +94,7 @@ Result<perf::Job> MakeJob(const PlanOptions& o) {
   // The switches turn a profile's features off (or FP8 on).
   if (o.no_flash) job.framework.flash_attention = false;
   if (o.no_tp_overlap) job.framework.tp_comm_overlap = false;
+  if (o.eager) job.framework.fused_elementwise = false;
   if (o.no_dp_overlap) job.framework.dp_overlap = false;
   job.framework.fp8 = o.fp8;
   return job;
@@ -277,6 +278,9 @@ void AddPlanCommand(CLI::App& app, int& exit_code) {
   cmd->add_flag("--no-tp-overlap", o->no_tp_overlap, "TP communication not overlapped");
   cmd->add_flag("--no-dp-overlap", o->no_dp_overlap, "DP communication not overlapped");
   cmd->add_flag("--fp8", o->fp8, "FP8 GEMMs");
+  cmd->add_flag("--eager", o->eager,
+                "element-wise ops unfused, as eager PyTorch runs them (torchtitan without "
+                "torch.compile)");
   cmd->add_flag("--ignore-memory", o->ignore_memory,
                 "rank plans over the GPU's memory too, with a warning (implied when every "
                 "dimension is fixed)");

@@ -52,9 +52,10 @@ Status ReadGpuModel(const YAML::Node& node, int index, GpuModel* out) {
   const std::string path = "spec.gpuModels[" + std::to_string(index) + "]";
   Result<Fields> f = Fields::Of(node, path,
                                 {"name", "bf16Tflops", "fp8Tflops", "hbmGB", "hbmGBps", "watts",
-                                 "idleWatts", "trainWatts", "hostWatts"});
+                                 "idleWatts", "trainWatts", "hostWatts", "powerLimitWatts"});
   if (!f.ok()) return f.status();
-  double bf16 = 0, fp8 = 0, hbm_gb = 0, hbm_gbps = 0, watts = 0, idle = 0, train = 0, host = 0;
+  double bf16 = 0, fp8 = 0, hbm_gb = 0, hbm_gbps = 0, watts = 0, idle = 0, train = 0, host = 0,
+         limit = 0;
   UNIPOOL_RETURN_IF_ERROR(f->String("name", &out->name, true));
   UNIPOOL_RETURN_IF_ERROR(f->Double("bf16Tflops", &bf16, 0.001, 1e6, true));
   UNIPOOL_RETURN_IF_ERROR(f->Double("fp8Tflops", &fp8, 0, 1e6));
@@ -64,6 +65,7 @@ Status ReadGpuModel(const YAML::Node& node, int index, GpuModel* out) {
   UNIPOOL_RETURN_IF_ERROR(f->Double("idleWatts", &idle, 0, watts));
   UNIPOOL_RETURN_IF_ERROR(f->Double("trainWatts", &train, idle, watts));
   UNIPOOL_RETURN_IF_ERROR(f->Double("hostWatts", &host, 0, 1e6));
+  UNIPOOL_RETURN_IF_ERROR(f->Double("powerLimitWatts", &limit, 0, watts));
   out->peak_bf16 = Tflops(bf16);
   out->peak_fp8 = Tflops(fp8);
   out->hbm = Bytes(std::llround(hbm_gb * 1e9));
@@ -72,6 +74,7 @@ Status ReadGpuModel(const YAML::Node& node, int index, GpuModel* out) {
   out->idle_power = Watts(std::llround(idle));
   out->train_power = Watts(std::llround(train));
   out->host_power = Watts(std::llround(host));
+  out->power_limit = Watts(std::llround(limit));
   return Status::Ok();
 }
 

@@ -96,6 +96,19 @@ TEST(ClusterReaderTest, ReadsAModelsPowerFiguresAndDerivesTheRest) {
   EXPECT_EQ(m.train_power, Watts(520));
   EXPECT_EQ(m.host_power, Watts(321));  // 54% of 600 W, derived
 
+  Result<ClusterSpec> capped = ParseClusterSpec(
+      OneModelCluster("{name: X1, bf16Tflops: 500, hbmGB: 96, watts: 700, powerLimitWatts: 500}"));
+  ASSERT_TRUE(capped.ok()) << capped.status().ToString();
+  Result<Topology> ct = Topology::Build(*capped);
+  ASSERT_TRUE(ct.ok()) << ct.status().ToString();
+  EXPECT_EQ(ct->node_model(NodeId(0)).power_cap(), Watts(500));
+  EXPECT_EQ(ct->node_model(NodeId(0)).train_power, Watts(500));  // 600 W of 700, capped
+  Result<ClusterSpec> over = ParseClusterSpec(
+      OneModelCluster("{name: X1, bf16Tflops: 500, hbmGB: 96, watts: 700, powerLimitWatts: 800}"));
+  ASSERT_FALSE(over.ok());
+  EXPECT_NE(over.status().message().find("spec.gpuModels[0].powerLimitWatts"), std::string::npos)
+      << over.status().ToString();
+
   Result<ClusterSpec> bad = ParseClusterSpec(
       OneModelCluster("{name: X1, bf16Tflops: 500, hbmGB: 96, watts: 600, trainWatts: 900}"));
   ASSERT_FALSE(bad.ok());

@@ -410,7 +410,18 @@ double GroupedGemmSeconds(const Context& c, double flops, double dim) {
 // Forward GEMM and attention-core seconds of one layer.
 struct ForwardParts {
   double gemm = 0, attention = 0, elementwise = 0, scores_elementwise = 0, gemm_eff = 0;
+  double every_other_gemm = 0;  // the projections op-level SAC recomputes
 };
+
+// Of the layer's projections in forward order (Q, K, V, output; gate, up,
+// down), the share of the FLOPs in the even-numbered ones: K, the output and
+// the second FFN matrix (torchtitan's "every second mm").
+double EveryOtherShare(const ModelSpec& m, double attn_params, double ffn_params) {
+  const double h = static_cast<double>(m.hidden);
+  const double attn_even = h * static_cast<double>(m.kv_dim() + m.q_dim());
+  const double ffn_matrices = m.activation == FfnActivation::kSwiglu ? 3 : 2;
+  return (attn_even + ffn_params / ffn_matrices) / (attn_params + ffn_params);
+}
 
 ForwardParts LayerForward(const Context& c, bool moe_layer) {
   const ModelSpec& m = c.job.model;
@@ -425,7 +436,11 @@ ForwardParts LayerForward(const Context& c, bool moe_layer) {
   if (!moe_layer) {
     ffn_flops = 2 * T * pc.dense_ffn_per_layer / t;
     f.gemm += GemmSeconds(c, ffn_flops, std::min({T, m.ffn_hidden / t, h}));
+    f.every_other_gemm =
+        f.gemm * EveryOtherShare(m, pc.attention_per_layer, pc.dense_ffn_per_layer);
   } else {
+    // The experts' grouped GEMMs are no aten.mm: only the attention's count.
+    f.every_other_gemm = f.gemm * EveryOtherShare(m, pc.attention_per_layer, 0);
     // Tokens per local expert: with etp < tp each rank dispatches its own
     // sequence-parallel share and holds whole (etp-split) experts.
     const double etp = p.expert_tp();
@@ -447,7 +462,8 @@ ForwardParts LayerForward(const Context& c, bool moe_layer) {
                       : core / (c.peak_bf16 * c.eff.gemm_max * head / (head + kGemmHalfDim));
   const double act = LayerActivationBytes(m, p, moe_layer, flash, Recompute::kNone);
   const double act_sel = LayerActivationBytes(m, p, moe_layer, flash, Recompute::kSelective);
-  f.elementwise = kElementwiseTrafficPerActByte * act / c.hbm;
+  const double fusion = c.job.framework.fused_elementwise ? 1 : kEagerElementwiseFactor;
+  f.elementwise = fusion * kElementwiseTrafficPerActByte * act / c.hbm;
   if (moe_layer) {
     // Token permute before dispatch and unpermute after combine: each reads
     // and writes the top-k copies of this rank's tokens.
@@ -470,7 +486,10 @@ LayerCost CostLayer(const Context& c, bool moe_layer) {
   const double attn_bwd = f.attention * (fw.flash_attention ? kFlashBackwardFactor : 2.0);
   l.bwd = 2 * f.gemm + attn_bwd + 2 * f.elementwise;
   if (p.recompute == Recompute::kFull) l.rc = l.fwd;
-  if (p.recompute == Recompute::kSelective) l.rc = f.attention + f.scores_elementwise;
+  if (p.recompute == Recompute::kSelective) {
+    l.rc = fw.selective_every_other_matmul ? f.every_other_gemm + f.elementwise
+                                           : f.attention + f.scores_elementwise;
+  }
   const int passes = p.recompute == Recompute::kFull ? 3 : 2;  // fwd, bwd, recompute
   const double act_msg = kActBytes * c.tokens * m.hidden;
   if (p.tp > 1) {

@@ -81,6 +81,15 @@ inline constexpr double kFlashBackwardFactor = 2.5;
 // count): each stored tensor is written once and read back in the backward,
 // and the fused kernels read their inputs once. Calibrated.
 inline constexpr double kElementwiseTrafficPerActByte = 1.0;
+// Eager PyTorch element-wise ops against fused kernels: by our count of a
+// Llama layer (torchtitan's model code), about 4x the traffic. Per token
+// and layer, fused: ~36h bytes forward (the stored activations), 108h with
+// the backward; eager: ~148h forward (two RMSNorms computed in fp32, each
+// upcast, square, mean, scale, downcast, weight: ~36 bytes per element; the
+// complex-number rotary embedding of Q and K, ~25h; SwiGLU's SiLU and product
+// over the FFN width, ~35h; residual adds and the attention-output copy,
+// ~16h) and ~2x that in the backward, ~410h.
+inline constexpr double kEagerElementwiseFactor = 4.0;
 
 // Share of the other micro-batch's compute that hides a layer's EP
 // all-to-all with Megatron-Core's EP overlap (--overlap-moe-expert-parallel-comm:

@@ -1,8 +1,19 @@
 #include "core/perf/stack.h"
 
+#include <cmath>
+
 namespace unipool::perf {
 
-GpuEfficiency EfficiencyOf(const GpuModel& gpu) {
+double PowerCapClockFactor(const GpuModel& gpu) {
+  const double board = static_cast<double>(gpu.power.value());
+  const double cap = static_cast<double>(gpu.power_cap().value());
+  if (board <= 0 || cap <= 0 || cap >= board) return 1;
+  return std::cbrt(cap / board);
+}
+
+namespace {
+
+GpuEfficiency AtBoardPower(const GpuModel& gpu) {
   // gemm_max: calibrated against published_runs_calibration.csv (Megatron-LM
   // end-to-end runs), consistent with cuBLAS large-GEMM benchmarks (A100 ~250
   // of 312 TF/s, H100 SXM ~700 of 989 TF/s). attention: FlashAttention-2
@@ -17,6 +28,16 @@ GpuEfficiency EfficiencyOf(const GpuModel& gpu) {
   if (n.rfind("B200", 0) == 0 || n.rfind("GB200", 0) == 0) return {0.62, 0.45, 0.75};
   if (n.rfind("MI300", 0) == 0) return {0.5, 0.35, 0.75};
   return {0.6, 0.4, 0.75};
+}
+
+}  // namespace
+
+GpuEfficiency EfficiencyOf(const GpuModel& gpu) {
+  GpuEfficiency e = AtBoardPower(gpu);
+  const double clock = PowerCapClockFactor(gpu);
+  e.gemm_max *= clock;
+  e.attention *= clock;
+  return e;
 }
 
 // ---- Software stacks ------------------------------------------------------------
@@ -42,6 +63,7 @@ Result<Framework> StackProfile(std::string_view name) {
   } else if (name == "torchtitan-fsdp2") {
     f.tp_comm_overlap = false;
     f.zero3_node_aggregation = true;
+    f.selective_every_other_matmul = true;
   } else if (name == "mcore-2025") {
     f.ep_overlap = true;
   } else if (name != "nemo-2024") {

@@ -30,7 +30,17 @@ struct GpuEfficiency {
   double attention = 0.5;     // FlashAttention-style fused attention
   double fp8_vs_bf16 = 0.75;  // FP8 GEMM efficiency relative to bf16's
 };
+// Under a power cap below the board power (GpuModel::power_limit) the
+// compute-bound GEMM and attention efficiencies scale with the clock the cap
+// leaves (PowerCapClockFactor); memory-bound work is not scaled.
 GpuEfficiency EfficiencyOf(const GpuModel& gpu);
+
+// The share of its clock a GPU keeps under its power cap while compute-bound:
+// (cap / board power)^(1/3). First-order DVFS model: dynamic power is
+// C V^2 f and, in the DVFS range, the voltage follows the clock, so power goes
+// as f^3 (static power ignored, which makes the estimate mildly optimistic).
+// Estimate, not fitted: 500 W of 700 keeps 89% of the clock. 1 without a cap.
+double PowerCapClockFactor(const GpuModel& gpu);
 
 // What the training software does; the defaults describe a current
 // Megatron-Core / Transformer Engine stack ("mcore-2025").
@@ -53,6 +63,17 @@ struct Framework {
   // (DeepSpeed's PipelineEngine: runtime/pipe/p2p.py send() asserts
   // async_op is False; recv, send, recv-grad, send-grad each block).
   bool pp_p2p_split_overlapped = true;
+  // Norms, activations, rotary embedding and residual adds run as fused
+  // kernels (Transformer Engine, Apex, torch.compile), or as eager PyTorch
+  // ops that each make their own pass over HBM (kEagerElementwiseFactor).
+  bool fused_elementwise = true;
+  // What "selective" recomputation recomputes: Megatron's attention core
+  // (Korthikanti et al. MLSys'23), or torchtitan's op-level SAC, which saves
+  // the outputs of matmuls, SDPA and reduce-scatters only, and of the matmuls
+  // only every second one (torchtitan activation checkpointing, _custom_policy:
+  // "Saves output of all compute ops, except every second mm"), so it
+  // recomputes every element-wise op and every second projection.
+  bool selective_every_other_matmul = false;
 };
 
 // The software stacks the planner knows, by name:
@@ -68,7 +89,8 @@ struct Framework {
 //   mcore-2025        Megatron-Core 0.13+ / Megatron-Bridge: nemo-2024's switches plus the
 //                     EP all-to-all overlap (the default)
 //   torchtitan-fsdp2  torchtitan: FSDP2 with coalesced collectives, SDPA flash attention,
-//                     no TP communication overlap (async TP off)
+//                     no TP communication overlap (async TP off), op-level selective
+//                     recomputation (torch.compile assumed: fused element-wise ops)
 // kInvalidArgument listing the names for an unknown one.
 Result<Framework> StackProfile(std::string_view name);
 const std::vector<std::string>& StackNames();

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "core/topology/gpu_model.h"
+
 namespace unipool::perf {
 namespace {
 
@@ -22,6 +24,21 @@ TEST(StackTest, AnUnknownProfileListsTheKnownOnes) {
   ASSERT_FALSE(f.ok());
   EXPECT_EQ(f.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(f.status().message().find("pytorch-fsdp"), std::string::npos);
+}
+
+TEST(StackTest, APowerCapSlowsTheComputeBoundWorkByTheCubeRootOfItsShare) {
+  GpuModel h100 = *FindBuiltinGpuModel("H100-SXM");
+  EXPECT_DOUBLE_EQ(PowerCapClockFactor(h100), 1.0);
+  const GpuEfficiency full = EfficiencyOf(h100);
+  h100.power_limit = Watts(500);
+  const double clock = PowerCapClockFactor(h100);
+  EXPECT_NEAR(clock, 0.894, 0.001);  // (500/700)^(1/3)
+  const GpuEfficiency capped = EfficiencyOf(h100);
+  EXPECT_DOUBLE_EQ(capped.gemm_max, full.gemm_max * clock);
+  EXPECT_DOUBLE_EQ(capped.attention, full.attention * clock);
+  EXPECT_DOUBLE_EQ(capped.fp8_vs_bf16, full.fp8_vs_bf16);  // a ratio of two capped rates
+  h100.power_limit = Watts(900);                           // above the board power: no cap
+  EXPECT_DOUBLE_EQ(PowerCapClockFactor(h100), 1.0);
 }
 
 }  // namespace

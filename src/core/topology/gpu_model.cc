@@ -33,6 +33,7 @@ GpuModel WithPowerDefaults(GpuModel m) {
   if (m.idle_power.value() == 0) m.idle_power = Watts((tdp * 10 + 50) / 100);
   if (m.train_power.value() == 0) m.train_power = Watts((tdp * 6 + 3) / 7);   // 600 of 700
   if (m.host_power.value() == 0) m.host_power = Watts((tdp * 15 + 14) / 28);  // 375 of 700
+  if (m.train_power > m.power_cap()) m.train_power = m.power_cap();
   if (m.idle_power > m.train_power) m.idle_power = m.train_power;
   return m;
 }

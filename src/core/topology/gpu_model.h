@@ -25,6 +25,13 @@ struct GpuModel {
   Watts idle_power;
   Watts train_power;
   Watts host_power;
+  // An enforced power cap below the board power (nvidia-smi -pl; Meta's
+  // Grand Teton H100s run at 500 W of 700). 0: none, the board power.
+  Watts power_limit;
+  // The power the GPU may draw: the cap where there is one, else the board.
+  Watts power_cap() const {
+    return power_limit.value() > 0 && power_limit < power ? power_limit : power;
+  }
 };
 
 // Fills the power model's zero fields from the board power by the ratios
@@ -32,7 +39,7 @@ struct GpuModel {
 // 600 W (86%) per GPU while training and 375 W (54%) of host draw per GPU,
 // which puts a training node at 7.8 kW, 76% of its 10.2 kW nameplate
 // (Newkirk et al., arXiv:2506.14551; Latif et al., IEEE Access 13, 2025,
-// observed at most 8.4 kW).
+// observed at most 8.4 kW). A power cap bounds the training draw.
 GpuModel WithPowerDefaults(GpuModel m);
 
 // The built-in catalog, sorted by name.
