@@ -715,7 +715,13 @@ Estimate EvaluateUnchecked(const Job& job, const HardwareView& hw, const Plan& p
   }
   // Per micro-batch and chunk: an activation forward and a gradient back;
   // blocking, each stage also waits for the two it receives.
-  const double p2p_mb = (split ? 2.0 : 4.0) * plan.vpp * p2p.seconds;
+  const double p2p_total_mb = (split ? 2.0 : 4.0) * plan.vpp * p2p.seconds;
+  double p2p_mb = p2p_total_mb;
+  if (job.framework.pp_overlap && plan.vpp > 1) {  // each send under its chunk's compute
+    const double v = plan.vpp;
+    p2p_mb =
+        v * (std::max(0.0, p2p.seconds - fwd_mb / v) + std::max(0.0, p2p.seconds - bwd_mb / v));
+  }
   const double compute_mb = fwd_mb + bwd_mb + logits;
   const double rc_mb = sum(&LayerCost::rc);
   const double tp_mb = sum(&LayerCost::tp_exposed), cp_mb = sum(&LayerCost::cp_exposed);
@@ -748,7 +754,7 @@ Estimate EvaluateUnchecked(const Job& job, const HardwareView& hw, const Plan& p
   set(CommPart::kCp, md * cp_mb, md * sum(&LayerCost::cp_total),
       std::max(dense.cp_tier, moe.cp_tier));
   set(CommPart::kEp, md * ep_mb, md * sum(&LayerCost::ep_total), moe.ep_tier);
-  set(CommPart::kPp, md * p2p_mb, md * p2p_mb, p2p.top_tier);
+  set(CommPart::kPp, md * p2p_mb, md * p2p_total_mb, p2p.top_tier);
   set(CommPart::kDpGrad, dp.grad_exposed, dp.grad_total, dp.tier);
   set(CommPart::kDpParam, dp.param_exposed, dp.param_total, dp.tier);
   tb.bubble = Nanos(bubble);

@@ -66,7 +66,10 @@ Result<Framework> StackProfile(std::string_view name) {
     f.selective_every_other_matmul = true;
   } else if (name == "mcore-2025") {
     f.ep_overlap = true;
-  } else if (name != "nemo-2024") {
+    f.pp_overlap = true;
+  } else if (name == "nemo-2024") {
+    f.pp_overlap = true;
+  } else {
     std::string list;
     for (const std::string& n : StackNames()) list += (list.empty() ? "" : ", ") + n;
     return InvalidArgument("unknown software stack '" + std::string(name) + "' (known: " + list +

@@ -63,6 +63,11 @@ struct Framework {
   // (DeepSpeed's PipelineEngine: runtime/pipe/p2p.py send() asserts
   // async_op is False; recv, send, recv-grad, send-grad each block).
   bool pp_p2p_split_overlapped = true;
+  // With interleaving, each chunk's sends and receives posted before its
+  // compute and waited for after it (Megatron-LM's overlap_p2p_comm: on by
+  // default, --no-overlap-p2p-communication turns it off, forced off without
+  // virtual stages), so only what outlasts the chunk's compute is exposed.
+  bool pp_overlap = false;
   // Norms, activations, rotary embedding and residual adds run as fused
   // kernels (Transformer Engine, Apex, torch.compile), or as eager PyTorch
   // ops that each make their own pass over HBM (kEagerElementwiseFactor).
