@@ -27,6 +27,7 @@ struct PlanOptions {
   std::string gpu = "H100-SXM";
   int32_t gpus_per_node = 8;
   int32_t scale_up = 0;
+  int32_t power_limit = 0;  // watts; 0 = the board power
   int64_t global_batch = 0;
   int64_t global_batch_tokens = 0;
   int top = 5;
@@ -64,6 +65,15 @@ Result<Topology> UniformTopology(const PlanOptions& o, int64_t gpus) {
   u.gpus = gpus;
   u.gpus_per_node = o.gpus_per_node;
   u.scale_up_gpus = o.scale_up;
+  if (o.power_limit > 0) {
+    if (o.power_limit > u.gpu.power.value()) {
+      return InvalidArgument("--power-limit: " + std::to_string(o.power_limit) +
+                             " W is above the " + u.gpu.name + "'s board power of " +
+                             std::to_string(u.gpu.power.value()) + " W");
+    }
+    u.gpu.power_limit = Watts(o.power_limit);
+    u.gpu = WithPowerDefaults(u.gpu);
+  }
   Result<Topology> t = Topology::Build(perf::UniformClusterSpec(u));
   if (!t.ok()) return InvalidArgument("--gpus: " + t.status().message());
   return t;
@@ -74,7 +84,14 @@ bool Sizing(const PlanOptions& o) {
 }
 
 Result<Topology> LoadCluster(const PlanOptions& o) {
-  if (!o.cluster.empty()) return io::LoadTopology(o.cluster);
+  if (!o.cluster.empty()) {
+    if (o.power_limit > 0) {
+      return InvalidArgument(
+          "--power-limit is for the made-up cluster; with --cluster, give "
+          "powerLimitWatts in the file's gpuModels");
+    }
+    return io::LoadTopology(o.cluster);
+  }
   const int64_t gpus = Sizing(o) ? (o.max_gpus > 0 ? o.max_gpus : 65536) : o.gpus;
   if (gpus <= 0) return InvalidArgument("give --cluster FILE or --gpus N");
   return UniformTopology(o, gpus);
@@ -255,6 +272,10 @@ void AddPlanCommand(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--scale-up", o->scale_up, "NVLink domain size without --cluster")
       ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--power-limit", o->power_limit,
+                  "GPU power cap in W without --cluster (nvidia-smi -pl; cluster files: "
+                  "powerLimitWatts)")
+      ->check(CLI::Range(1, 100000));
   cmd->add_option("-b,--global-batch", o->global_batch, "sequences per step")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 32));
   cmd->add_option("--global-batch-tokens", o->global_batch_tokens, "tokens per step (default 4M)")

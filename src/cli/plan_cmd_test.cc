@@ -221,12 +221,57 @@ TEST(PlanCommandTest, BadInputExitsTwoWithOneLine) {
         std::vector<std::string>{"plan", "-m", "llama3-8b", "-c", "examples/clusters/devbox.yaml",
                                  "-g", "100000"},
         std::vector<std::string>{"plan", "-m", "llama3-8b", "-g", "8", "--gpu", "Z9"},
-        std::vector<std::string>{"plan", "-m", "llama3-8b", "-g", "8", "--deadline-days", "3"}}) {
+        std::vector<std::string>{"plan", "-m", "llama3-8b", "-g", "8", "--deadline-days", "3"},
+        std::vector<std::string>{"plan", "-m", "llama3-8b", "-g", "8", "--power-limit", "800"},
+        std::vector<std::string>{"plan", "-m", "llama3-8b", "-c", "examples/clusters/devbox.yaml",
+                                 "--power-limit", "500"}}) {
     testing::RunResult r = RunUnipool(args);
     EXPECT_EQ(r.exit_code, 2) << args[2] << " " << r.err;
     EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
     EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
   }
+}
+
+// Meta's torchtitan H100s run at a 500 W cap: the GEMMs slow with the clock,
+// (500/700)^(1/3) of it, and the run with eager element-wise ops slows more.
+TEST(PlanCommandTest, APowerCapAndEagerOpsSlowThePlan) {
+  auto tokens = [](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"plan",
+                                     "-m",
+                                     "llama3-8b",
+                                     "-g",
+                                     "8",
+                                     "-b",
+                                     "16",
+                                     "--tp",
+                                     "1",
+                                     "--pp",
+                                     "1",
+                                     "--dp",
+                                     "8",
+                                     "--cp",
+                                     "1",
+                                     "--mbs",
+                                     "2",
+                                     "--zero",
+                                     "3",
+                                     "--recompute",
+                                     "selective",
+                                     "--stack",
+                                     "torchtitan-fsdp2",
+                                     "-o",
+                                     "json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    testing::RunResult r = RunUnipool(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return json::parse(r.out)["plans"][0]["tokens_per_s_per_gpu"].get<double>();
+  };
+  const double full = tokens({});
+  const double capped = tokens({"--power-limit", "500"});
+  const double eager = tokens({"--power-limit", "500", "--eager"});
+  EXPECT_LT(capped, full * 0.95);
+  EXPECT_GT(capped, full * 0.85);
+  EXPECT_LT(eager, capped * 0.95);
 }
 
 TEST(PlanCommandTest, NothingFitsExitsOne) {
