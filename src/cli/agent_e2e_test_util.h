@@ -55,6 +55,19 @@ inline bool Alive(pid_t pid) {
   return !stat.empty() && stat.find(") Z ") == std::string::npos;
 }
 
+// Whether `pid` is gone within `seconds`: a job is Succeeded when the first
+// node's run ends well (as a PyTorchJob's master), and the other nodes' runs
+// are stopped after that, so their processes end shortly after the state.
+inline bool GoneWithin(pid_t pid, double seconds) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+  while (Alive(pid)) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return true;
+}
+
 // A TCP forwarder that can cut every connection: the agent's network.
 class Proxy {
  public:
