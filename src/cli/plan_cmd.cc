@@ -40,7 +40,8 @@ struct PlanOptions {
   int32_t tp = 0, pp = 0, dp = 0, cp = 0, ep = 0, etp = 0, vpp = 0, mbs = 0, zero = -1;
   std::string recompute, order, sequence_parallel;
   // Framework.
-  bool no_flash = false, no_tp_overlap = false, no_dp_overlap = false, fp8 = false, eager = false;
+  bool no_flash = false, no_tp_overlap = false, no_dp_overlap = false, no_ep_overlap = false;
+  bool fp8 = false, eager = false;
   bool ignore_memory = false;
   std::string stack = "mcore-2025";
   // Sizing.
@@ -113,6 +114,7 @@ Result<perf::Job> MakeJob(const PlanOptions& o) {
   if (o.no_tp_overlap) job.framework.tp_comm_overlap = false;
   if (o.eager) job.framework.fused_elementwise = false;
   if (o.no_dp_overlap) job.framework.dp_overlap = false;
+  if (o.no_ep_overlap) job.framework.ep_overlap = false;
   job.framework.fp8 = o.fp8;
   return job;
 }
@@ -298,6 +300,8 @@ void AddPlanCommand(CLI::App& app, int& exit_code) {
   cmd->add_flag("--no-flash-attention", o->no_flash, "attention without a fused kernel");
   cmd->add_flag("--no-tp-overlap", o->no_tp_overlap, "TP communication not overlapped");
   cmd->add_flag("--no-dp-overlap", o->no_dp_overlap, "DP communication not overlapped");
+  cmd->add_flag("--no-ep-overlap", o->no_ep_overlap,
+                "MoE all-to-all not overlapped with another micro-batch's compute");
   cmd->add_flag("--fp8", o->fp8, "FP8 GEMMs");
   cmd->add_flag("--eager", o->eager,
                 "element-wise ops unfused, as eager PyTorch runs them (torchtitan without "

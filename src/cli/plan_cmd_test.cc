@@ -275,6 +275,27 @@ TEST(PlanCommandTest, APowerCapAndEagerOpsSlowThePlan) {
   EXPECT_LT(eager, capped * 0.95);
 }
 
+// Megatron-Bridge recipes that leave moe_a2a_overlap off expose the expert
+// all-to-all: the same plan is slower without the overlap.
+TEST(PlanCommandTest, WithoutTheEpOverlapTheAllToAllIsExposed) {
+  auto tokens = [](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"plan",   "-m",    "qwen3-235b-a22b",
+                                     "-g",     "256",   "--tp",
+                                     "2",      "--pp",  "8",
+                                     "--vpp",  "4",     "--dp",
+                                     "16",     "--cp",  "1",
+                                     "--ep",   "32",    "--etp",
+                                     "1",      "--mbs", "1",
+                                     "--zero", "1",     "--recompute",
+                                     "none",   "-o",    "json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    testing::RunResult r = RunUnipool(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return json::parse(r.out)["plans"][0]["tokens_per_s_per_gpu"].get<double>();
+  };
+  EXPECT_LT(tokens({"--no-ep-overlap"}), tokens({}) * 0.95);
+}
+
 TEST(PlanCommandTest, NothingFitsExitsOne) {
   testing::RunResult r = RunUnipool({"plan", "-m", "llama3-405b", "-g", "8"});
   EXPECT_EQ(r.exit_code, 1);

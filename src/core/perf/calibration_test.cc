@@ -234,6 +234,8 @@ Row MakeRow(const std::map<std::string, std::string>& c) {
   r.job.framework.fused_elementwise = !Contains(c.at("precision"), "eager");
   if (StartsWith(r.id, "MEGASCALE-") && Contains(r.id, "-MLM")) r.job.framework.dp_overlap = true;
   if (StartsWith(r.id, "OPT-")) r.job.framework.flash_attention = false;  // 2022, before FA
+  // Megatron-Bridge recipes that leave the EP all-to-all overlap off (the notes cite them).
+  if (Contains(c.at("notes"), "moe_a2a_overlap=False")) r.job.framework.ep_overlap = false;
   // Megatron-Bridge's MoE recipes fold EP over TP x DP with whole experts.
   if (r.job.model.is_moe() && StartsWith(r.id, "MBR") && r.plan.tp > 1) r.plan.etp = 1;
   r.cls = ClassOf(r.job, r.hw.gpu);
@@ -359,7 +361,7 @@ std::map<std::string, Tally> Report(const char* title, const std::vector<Row>& r
 }
 
 // Floors for CalibrationAndValidationSets: the rows within the bands today.
-constexpr int kCalibrationWithin10 = 64;  // of 81 (docs/plan.md)
+constexpr int kCalibrationWithin10 = 66;  // of 81 (docs/plan.md)
 constexpr int kValidationWithin15 = 8;    // of 12
 
 TEST(CalibrationTest, PublishedRunsWithinFifteenPercent) {

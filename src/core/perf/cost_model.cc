@@ -618,7 +618,7 @@ MemoryBreakdown MemoryOf(const Context& c, const StageParams& sp, int64_t micro_
 }
 
 Context MakeContext(const Job& job, const HardwareView& hw, const Plan& plan) {
-  Context c{job, hw, plan, EfficiencyOf(hw.gpu), StridesOf(plan)};
+  Context c{job, hw, plan, EfficiencyOf(hw.gpu, job.framework), StridesOf(plan)};
   const bool fp8 = job.framework.fp8 && hw.gpu.peak_fp8.value() > 0;
   c.peak = static_cast<double>(fp8 ? hw.gpu.peak_fp8.value() : hw.gpu.peak_bf16.value()) * 1e9;
   c.peak_bf16 = static_cast<double>(hw.gpu.peak_bf16.value()) * 1e9;

@@ -1,5 +1,6 @@
 #include "core/perf/stack.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace unipool::perf {
@@ -13,6 +14,10 @@ double PowerCapClockFactor(const GpuModel& gpu) {
 
 namespace {
 
+bool IsHopper(const std::string& name) {
+  return name.rfind("H100", 0) == 0 || name.rfind("H200", 0) == 0;
+}
+
 GpuEfficiency AtBoardPower(const GpuModel& gpu) {
   // gemm_max: calibrated against published_runs_calibration.csv (Megatron-LM
   // end-to-end runs), consistent with cuBLAS large-GEMM benchmarks (A100 ~250
@@ -24,7 +29,7 @@ GpuEfficiency AtBoardPower(const GpuModel& gpu) {
   // H100 FP8: GEMMs at 1.7x their BF16 speed (0.85 of the BF16 efficiency at
   // twice the peak; cuBLAS reaches ~1.3-1.4 of 1.98 PF/s FP8 against ~0.7 of
   // 0.99 PF/s BF16), chosen on the 10 FP8 rows of the calibration set.
-  if (n.rfind("H100", 0) == 0 || n.rfind("H200", 0) == 0) return {0.58, 0.40, 0.85};
+  if (IsHopper(n)) return {0.58, 0.40, 0.85};
   if (n.rfind("B200", 0) == 0 || n.rfind("GB200", 0) == 0) return {0.62, 0.45, 0.75};
   if (n.rfind("MI300", 0) == 0) return {0.5, 0.35, 0.75};
   return {0.6, 0.4, 0.75};
@@ -32,8 +37,12 @@ GpuEfficiency AtBoardPower(const GpuModel& gpu) {
 
 }  // namespace
 
-GpuEfficiency EfficiencyOf(const GpuModel& gpu) {
+GpuEfficiency EfficiencyOf(const GpuModel& gpu) { return EfficiencyOf(gpu, Framework{}); }
+
+GpuEfficiency EfficiencyOf(const GpuModel& gpu, const Framework& framework) {
   GpuEfficiency e = AtBoardPower(gpu);
+  if (framework.sdpa_flash2 && IsHopper(gpu.name))
+    e.attention = std::min(e.attention, kFlash2HopperAttention);
   const double clock = PowerCapClockFactor(gpu);
   e.gemm_max *= clock;
   e.attention *= clock;
@@ -64,6 +73,7 @@ Result<Framework> StackProfile(std::string_view name) {
     f.tp_comm_overlap = false;
     f.zero3_node_aggregation = true;
     f.selective_every_other_matmul = true;
+    f.sdpa_flash2 = true;
   } else if (name == "mcore-2025") {
     f.ep_overlap = true;
     f.pp_overlap = true;

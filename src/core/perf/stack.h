@@ -30,10 +30,24 @@ struct GpuEfficiency {
   double attention = 0.5;     // FlashAttention-style fused attention
   double fp8_vs_bf16 = 0.75;  // FP8 GEMM efficiency relative to bf16's
 };
+// PyTorch's scaled_dot_product_attention on Hopper runs FlashAttention-2,
+// which uses none of Hopper's new tensor-core instructions: 329 TF/s forward
+// at 4608 tokens x 128 head dim on an H100 against 631 TF/s for cuDNN's
+// fused attention (pytorch/pytorch#142132, torch 2.6 nightly of Dec 2024;
+// the FlashAttention-3 paper, Shah et al. 2024: "only 35% utilization on the
+// H100"). cuDNN attention stayed opt-in from pytorch#138522 (2.5.1) until
+// cuDNN 9.15 (torch 2.10). The backward is no faster than the forward.
+inline constexpr double kFlash2HopperAttention = 0.33;
+
+struct Framework;
+
 // Under a power cap below the board power (GpuModel::power_limit) the
 // compute-bound GEMM and attention efficiencies scale with the clock the cap
-// leaves (PowerCapClockFactor); memory-bound work is not scaled.
+// leaves (PowerCapClockFactor); memory-bound work is not scaled. With
+// Framework::sdpa_flash2 on a Hopper GPU, attention runs at
+// kFlash2HopperAttention.
 GpuEfficiency EfficiencyOf(const GpuModel& gpu);
+GpuEfficiency EfficiencyOf(const GpuModel& gpu, const Framework& framework);
 
 // The share of its clock a GPU keeps under its power cap while compute-bound:
 // (cap / board power)^(1/3). First-order DVFS model: dynamic power is
@@ -79,6 +93,9 @@ struct Framework {
   // "Saves output of all compute ops, except every second mm"), so it
   // recomputes every element-wise op and every second projection.
   bool selective_every_other_matmul = false;
+  // Attention through PyTorch SDPA's FlashAttention-2 kernel rather than
+  // Transformer Engine's cuDNN fused attention (kFlash2HopperAttention).
+  bool sdpa_flash2 = false;
 };
 
 // The software stacks the planner knows, by name:
@@ -95,7 +112,8 @@ struct Framework {
 //                     EP all-to-all overlap (the default)
 //   torchtitan-fsdp2  torchtitan: FSDP2 with coalesced collectives, SDPA flash attention,
 //                     no TP communication overlap (async TP off), op-level selective
-//                     recomputation (torch.compile assumed: fused element-wise ops)
+//                     recomputation (torch.compile assumed: fused element-wise ops),
+//                     SDPA's FlashAttention-2 (kFlash2HopperAttention)
 // kInvalidArgument listing the names for an unknown one.
 Result<Framework> StackProfile(std::string_view name);
 const std::vector<std::string>& StackNames();
