@@ -41,7 +41,7 @@ struct PlanOptions {
   std::string recompute, order, sequence_parallel;
   // Framework.
   bool no_flash = false, no_tp_overlap = false, no_dp_overlap = false, no_ep_overlap = false;
-  bool fp8 = false, eager = false;
+  bool no_loss_fusion = false, fp8 = false, eager = false;
   bool ignore_memory = false;
   std::string stack = "mcore-2025";
   // Sizing.
@@ -115,6 +115,7 @@ Result<perf::Job> MakeJob(const PlanOptions& o) {
   if (o.eager) job.framework.fused_elementwise = false;
   if (o.no_dp_overlap) job.framework.dp_overlap = false;
   if (o.no_ep_overlap) job.framework.ep_overlap = false;
+  if (o.no_loss_fusion) job.framework.fused_cross_entropy = false;
   job.framework.fp8 = o.fp8;
   return job;
 }
@@ -302,6 +303,8 @@ void AddPlanCommand(CLI::App& app, int& exit_code) {
   cmd->add_flag("--no-dp-overlap", o->no_dp_overlap, "DP communication not overlapped");
   cmd->add_flag("--no-ep-overlap", o->no_ep_overlap,
                 "MoE all-to-all not overlapped with another micro-batch's compute");
+  cmd->add_flag("--no-loss-fusion", o->no_loss_fusion,
+                "cross-entropy op by op in fp32 (Megatron-LM without --cross-entropy-loss-fusion)");
   cmd->add_flag("--fp8", o->fp8, "FP8 GEMMs");
   cmd->add_flag("--eager", o->eager,
                 "element-wise ops unfused, as eager PyTorch runs them (torchtitan without "

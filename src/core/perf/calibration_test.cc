@@ -233,6 +233,8 @@ Row MakeRow(const std::map<std::string, std::string>& c) {
   r.job.framework.fp8 = StartsWith(c.at("precision"), "fp8");
   r.job.framework.fused_elementwise = !Contains(c.at("precision"), "eager");
   if (StartsWith(r.id, "MEGASCALE-") && Contains(r.id, "-MLM")) r.job.framework.dp_overlap = true;
+  // Megatron-LM r0.8's README runs list their flags; --cross-entropy-loss-fusion is not one.
+  if (StartsWith(r.id, "MLM-H100")) r.job.framework.fused_cross_entropy = false;
   if (StartsWith(r.id, "OPT-")) r.job.framework.flash_attention = false;  // 2022, before FA
   // Megatron-Bridge recipes that leave the EP all-to-all overlap off (the notes cite them).
   if (Contains(c.at("notes"), "moe_a2a_overlap=False")) r.job.framework.ep_overlap = false;
@@ -361,7 +363,7 @@ std::map<std::string, Tally> Report(const char* title, const std::vector<Row>& r
 }
 
 // Floors for CalibrationAndValidationSets: the rows within the bands today.
-constexpr int kCalibrationWithin10 = 66;  // of 81 (docs/plan.md)
+constexpr int kCalibrationWithin10 = 69;  // of 81 (docs/plan.md)
 constexpr int kValidationWithin15 = 8;    // of 12
 
 TEST(CalibrationTest, PublishedRunsWithinFifteenPercent) {

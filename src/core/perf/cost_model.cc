@@ -702,8 +702,9 @@ Estimate EvaluateUnchecked(const Job& job, const HardwareView& hw, const Plan& p
       GemmSeconds(c, 2 * c.tokens * model.hidden * model.vocab / plan.tp,
                   std::min<double>({c.tokens, static_cast<double>(model.hidden),
                                     static_cast<double>(model.vocab) / plan.tp}));
-  const double logit_elem =
-      kLossTrafficBytesPerLogit * c.tokens * model.vocab / plan.tp / c.hbm;  // fp32 loss
+  const double loss_bytes = job.framework.fused_cross_entropy ? kLossTrafficBytesPerLogit
+                                                              : kUnfusedLossTrafficBytesPerLogit;
+  const double logit_elem = loss_bytes * c.tokens * model.vocab / plan.tp / c.hbm;  // fp32 loss
   const double logits = 3 * logit_fwd + logit_elem;
   const double fwd_mb = sum(&LayerCost::fwd), bwd_mb = sum(&LayerCost::bwd);
   double pp_msg = 0;

@@ -122,6 +122,14 @@ inline constexpr double kAllToAllPerPeerS = 1e-6;
 // per logit over forward and backward (write, read for max/sum, gradient).
 inline constexpr double kLogitActivationBytes = 4;
 inline constexpr double kLossTrafficBytesPerLogit = 12;
+// Megatron-LM's unfused vocabulary-parallel cross-entropy (tensor_parallel/
+// cross_entropy.py, 2021 to Megatron-Core 0.8 without --cross-entropy-loss-fusion)
+// runs one PyTorch op per step over the logits, in fp32. Forward: .float() of
+// the bf16 logits (read 2, write 4 bytes), max (4), subtract the max (4 + 4),
+// exp (4 + 4), sum (4), divide by the sum (4 + 4): 38 bytes; backward: scale
+// the saved softmax by the output gradient (4 + 4) and cast back (4 + 2):
+// 14 bytes. 52 bytes per logit by that count (Framework::fused_cross_entropy).
+inline constexpr double kUnfusedLossTrafficBytesPerLogit = 52;
 
 // ---- Jobs and plans --------------------------------------------------------
 

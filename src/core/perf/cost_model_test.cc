@@ -232,5 +232,23 @@ TEST(CostModelTest, MoreShardingLessMemory) {
   EXPECT_LT(EstimateMemory(job, hw, p).activations, last);
 }
 
+// Megatron-LM's op-by-op fp32 loss adds (52 - 12) bytes of HBM traffic per
+// logit, forward and backward, on the stage with the logits.
+TEST(CostModelTest, AnUnfusedLossCostsItsTrafficPerLogit) {
+  Job job = Gpt("gpt3-175b", 64);
+  const HardwareView hw = TwoTiers();
+  Plan p;
+  p.tp = 8;
+  p.pp = 8;
+  const Estimate fused = *Evaluate(job, hw, p);
+  job.framework.fused_cross_entropy = false;
+  const Estimate unfused = *Evaluate(job, hw, p);
+  const double logits_per_gpu = 64.0 * 2048 * job.model.vocab / p.tp;  // one DP replica
+  const double hbm = static_cast<double>(hw.gpu.hbm_bandwidth.value()) / 8 * kHbmEfficiency;
+  const double extra = (kUnfusedLossTrafficBytesPerLogit - kLossTrafficBytesPerLogit) *
+                       logits_per_gpu / hbm * (1 + (p.pp - 1.0) / 64);  // bubble included
+  EXPECT_NEAR(unfused.step_s - fused.step_s, extra, extra * 1e-6);
+}
+
 }  // namespace
 }  // namespace unipool::perf

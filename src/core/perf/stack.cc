@@ -62,9 +62,9 @@ Result<Framework> StackProfile(std::string_view name) {
   Framework f;
   f.stack = std::string(name);
   if (name == "megatron-2021") {
-    f.flash_attention = f.tp_comm_overlap = f.dp_overlap = false;
+    f.flash_attention = f.tp_comm_overlap = f.dp_overlap = f.fused_cross_entropy = false;
   } else if (name == "deepspeed-pipe") {
-    f.flash_attention = f.tp_comm_overlap = false;
+    f.flash_attention = f.tp_comm_overlap = f.fused_cross_entropy = false;
     f.pp_p2p_split_overlapped = false;
   } else if (name == "pytorch-fsdp") {
     f.tp_comm_overlap = false;

@@ -96,13 +96,18 @@ struct Framework {
   // Attention through PyTorch SDPA's FlashAttention-2 kernel rather than
   // Transformer Engine's cuDNN fused attention (kFlash2HopperAttention).
   bool sdpa_flash2 = false;
+  // The loss as one fused kernel (Transformer Engine's or Megatron-Core's
+  // cross-entropy fusion, Megatron-Bridge's default) or Megatron-LM's op-by-op
+  // fp32 cross-entropy (kUnfusedLossTrafficBytesPerLogit).
+  bool fused_cross_entropy = true;
 };
 
 // The software stacks the planner knows, by name:
 //   megatron-2021     Megatron-LM as in Narayanan et al. SC'21 / Korthikanti et al.
-//                     MLSys'23: no fused attention, no TP or DP overlap
+//                     MLSys'23: no fused attention, no TP or DP overlap, op-by-op loss
 //   deepspeed-pipe    Megatron-DeepSpeed of 2022 (BLOOM, MT-NLG): no fused attention, no
-//                     TP overlap, ZeRO overlap_comm, blocking whole-tensor pipeline sends
+//                     TP overlap, ZeRO overlap_comm, blocking whole-tensor pipeline sends,
+//                     Megatron's op-by-op loss
 //   pytorch-fsdp      PyTorch FSDP1 / FairScale (OPT's metaseq, MosaicML's llm-foundry):
 //                     flat-parameter collectives over the node's NICs, flash attention,
 //                     no TP overlap
