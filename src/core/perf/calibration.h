@@ -2,7 +2,7 @@
 // one asked about. A job falls in one calibration class (dense BF16 on
 // A100/H100-class GPUs, FP8 on them, mixture-of-experts, Blackwell, other
 // GPUs); for each class the table gives how many published runs of the
-// calibration set (testdata/perf/, 81 rows) the model was checked on and the
+// calibration set (testdata/perf/, 83 rows) the model was checked on and the
 // median and 80th-percentile |error| of its tokens/s predictions there.
 // CalibrationTest recomputes the table from the data and fails when a change
 // to the model moves it, so the numbers printed with a plan stay true.

@@ -501,7 +501,10 @@ LayerCost CostLayer(const Context& c, bool moe_layer) {
     l.tp_tier = ar.top_tier;
   }
   if (p.cp > 1) {  // ring attention: gather K and V of every chunk
-    const double kv = 2 * kActBytes * c.tokens * m.kv_dim() * p.cp;
+    // Of its TP rank's heads only: kv_heads / tp of them, or one (replicated)
+    // when there are fewer KV heads than TP ranks.
+    const double kv_heads = std::max(1.0, static_cast<double>(m.kv_heads) / p.tp);
+    const double kv = 2 * kActBytes * c.tokens * kv_heads * m.head_size() * p.cp;
     const CommCost ag = CollectiveTime(c.hw, Collective::kAllGather, {p.cp, c.strides.cp}, kv);
     l.cp_total = ag.seconds * (passes + 1);  // backward also reduce-scatters dK, dV
     l.cp_exposed = std::max(0.0, ag.seconds - f.attention) +
