@@ -250,5 +250,25 @@ TEST(CostModelTest, AnUnfusedLossCostsItsTrafficPerLogit) {
   EXPECT_NEAR(unfused.step_s - fused.step_s, extra, extra * 1e-6);
 }
 
+// Ring attention gathers the K and V of the rank's own heads: with 8 KV heads
+// over TP 8 each rank gathers one head's, not all eight.
+TEST(CostModelTest, RingAttentionGathersOnlyTheRanksKvHeads) {
+  Job job = Gpt("gpt3-175b", 64);
+  job.model.kv_heads = 8;
+  const HardwareView hw = TwoTiers();
+  Plan p;
+  p.tp = 8;
+  p.pp = 4;
+  p.cp = 2;
+  const Estimate e = *Evaluate(job, hw, p);
+  const double tokens = 2048.0 / p.cp;
+  const double one_head = 2 * kActBytes * tokens * job.model.head_size() * p.cp;  // K and V
+  const CommCost ag = CollectiveTime(hw, Collective::kAllGather, {p.cp, p.tp}, one_head);
+  // Forward, backward (twice: dK, dV back) per layer, 24 layers a stage, 64 micro-batches.
+  const double expected = 3 * ag.seconds * 24 * 64;
+  EXPECT_NEAR(ToSeconds(e.time.comm_total[static_cast<size_t>(CommPart::kCp)]), expected,
+              expected * 1e-6);
+}
+
 }  // namespace
 }  // namespace unipool::perf

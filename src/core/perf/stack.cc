@@ -37,8 +37,6 @@ GpuEfficiency AtBoardPower(const GpuModel& gpu) {
 
 }  // namespace
 
-GpuEfficiency EfficiencyOf(const GpuModel& gpu) { return EfficiencyOf(gpu, Framework{}); }
-
 GpuEfficiency EfficiencyOf(const GpuModel& gpu, const Framework& framework) {
   GpuEfficiency e = AtBoardPower(gpu);
   if (framework.sdpa_flash2 && IsHopper(gpu.name))

@@ -46,7 +46,6 @@ struct Framework;
 // leaves (PowerCapClockFactor); memory-bound work is not scaled. With
 // Framework::sdpa_flash2 on a Hopper GPU, attention runs at
 // kFlash2HopperAttention.
-GpuEfficiency EfficiencyOf(const GpuModel& gpu);
 GpuEfficiency EfficiencyOf(const GpuModel& gpu, const Framework& framework);
 
 // The share of its clock a GPU keeps under its power cap while compute-bound:
